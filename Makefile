@@ -1,0 +1,36 @@
+# The two commands of README.md: `make demo` and `make test`.
+# Each creates or updates .venv and installs what it needs.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: demo test lint format clean train bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	# torch is pinned to the CPU build (torch==2.13.0) in pyproject.toml.
+	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/agentflow demo
+
+test: $(STAMP)
+	TRITON_INTERPRET=1 $(BIN)/python -m pytest -q -p no:cacheprovider
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: $(STAMP)
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+train: $(STAMP)
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-ar.json
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,171 @@
+"""The embedded models' chat template and the action format of a step.
+
+One function renders a conversation for the embedded models, so the training
+corpus and the runtime can never drift apart. The layout:
+
+    <|system|>{instructions}
+    <|tools|>{one signature line per tool}
+    <|user|>{text}
+    <|assistant|>{action JSON}<|end|>
+    <|tool|>{tool name}: {result JSON}
+    <|assistant|>
+
+Tools are rendered as compact typed signatures derived from their JSON Schema,
+e.g. ``get_order(order_id: string, expand?: boolean) - Look up an order.``,
+which costs a small model far fewer tokens than the raw schema.
+
+An *action* is what one step produces, always compact JSON:
+``{"tool_calls":[{"name":"get_order","arguments":{"order_id":"58213"}}]}``
+or ``{"final": <output>}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+PAD, MASK, END = "<|pad|>", "<|mask|>", "<|end|>"
+SYSTEM, TOOLS, USER, ASSISTANT, TOOL = (
+    "<|system|>",
+    "<|tools|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|tool|>",
+)
+#: Special tokens of the embedded tokenizer, in id order (pad = 0, mask = 1, end = 2, ...).
+SPECIAL_TOKENS: tuple[str, ...] = (PAD, MASK, END, SYSTEM, TOOLS, USER, ASSISTANT, TOOL)
+
+Role = Literal["system", "user", "assistant", "tool"]
+_ROLE_TOKEN = {"system": SYSTEM, "user": USER, "assistant": ASSISTANT, "tool": TOOL}
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the model sees of a tool: a name, a description, a JSON Schema."""
+
+    name: str
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    """One turn. ``content`` of an assistant turn is its action JSON; ``name`` names a tool result."""
+
+    role: Role
+    content: str
+    name: str | None = None
+
+
+def compact_json(value: Any) -> str:
+    """The canonical compact JSON text used for actions and tool results."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def format_tool_calls(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
+    """Action JSON for one or several (parallel) tool calls."""
+    return compact_json(
+        {"tool_calls": [{"name": name, "arguments": dict(args)} for name, args in calls]}
+    )
+
+
+def format_final(output: Any) -> str:
+    """Action JSON for the final output."""
+    return compact_json({"final": output})
+
+
+def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str, Any]:
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        node: Any = root
+        for part in ref[2:].split("/"):
+            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(node, Mapping) else {}
+        return node if isinstance(node, Mapping) else {}
+    return schema
+
+
+def render_type(schema: Mapping[str, Any] | bool, root: Mapping[str, Any] | None = None, depth: int = 0) -> str:
+    """A short human-readable type for a JSON Schema: ``string``, ``"a"|"b"``, ``[integer]``, ``{x: number}``."""
+    if schema is True or schema == {}:
+        return "any"
+    if schema is False:
+        return "never"
+    root = root if root is not None else schema
+    schema = _resolve(schema, root)
+    if depth > 4:
+        return "object"
+    if "const" in schema:
+        return compact_json(schema["const"])
+    if "enum" in schema:
+        return "|".join(compact_json(v) for v in schema["enum"])
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            return "|".join(render_type(s, root, depth + 1) for s in schema[key])
+    if "allOf" in schema and len(schema["allOf"]) == 1:
+        return render_type(schema["allOf"][0], root, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        return "|".join(render_type({**schema, "type": k}, root, depth + 1) for k in kind)
+    if kind == "array":
+        items = schema.get("items", True)
+        return f"[{render_type(items, root, depth + 1)}]"
+    if kind == "object" or "properties" in schema:
+        props = schema.get("properties", {})
+        if not props:
+            return "object"
+        return "{" + _render_fields(schema, root, depth + 1) + "}"
+    if kind == "string" and "format" in schema:
+        return f"string<{schema['format']}>"
+    return str(kind) if kind else "any"
+
+
+def _render_fields(schema: Mapping[str, Any], root: Mapping[str, Any], depth: int) -> str:
+    required = set(schema.get("required", ()))
+    parts = []
+    for name, sub in schema.get("properties", {}).items():
+        mark = "" if name in required else "?"
+        parts.append(f"{name}{mark}: {render_type(sub, root, depth)}")
+    return ", ".join(parts)
+
+
+def render_tool(tool: ToolSpec) -> str:
+    """One signature line: ``name(arg: type, opt?: type) - description. Args: arg: what it is.``"""
+    params = dict(tool.parameters)
+    line = f"{tool.name}({_render_fields(params, params, 0)})"
+    if tool.description:
+        line += f" - {' '.join(tool.description.split())}"
+    notes = []
+    for name, sub in params.get("properties", {}).items():
+        desc = _resolve(sub, params).get("description") if isinstance(sub, Mapping) else None
+        if desc:
+            notes.append(f"{name}: {' '.join(str(desc).split())}")
+    if notes:
+        line += " Args: " + "; ".join(notes)
+    return line
+
+
+def render_prompt(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec] = (),
+    *,
+    instructions: str | None = None,
+    add_generation_prompt: bool = True,
+) -> str:
+    """Render a conversation in the embedded template; ends with ``<|assistant|>`` when asked."""
+    out: list[str] = []
+    if instructions:
+        out.append(f"{SYSTEM}{instructions.strip()}\n")
+    if tools:
+        out.append(TOOLS + "".join(render_tool(t) + "\n" for t in tools))
+    for msg in messages:
+        if msg.role == "assistant":
+            out.append(f"{ASSISTANT}{msg.content}{END}\n")
+        elif msg.role == "tool":
+            out.append(f"{TOOL}{msg.name or 'tool'}: {msg.content}\n")
+        else:
+            out.append(f"{_ROLE_TOKEN[msg.role]}{msg.content.strip()}\n")
+    if add_generation_prompt:
+        out.append(ASSISTANT)
+    return "".join(out)

@@ -1,0 +1,294 @@
+"""One transformer for every checkpoint: RMSNorm, RoPE, SwiGLU, GQA, optional qkv bias.
+
+Attention visibility is expressed with *block ids*: a query may see a key iff
+``key_block <= query_block`` (and the key is valid). That single rule covers the
+three attention modes:
+
+- ``causal``: block id = position (each token its own block);
+- ``bidirectional``: block id = 0 everywhere;
+- ``block``: full attention inside a block, causal across blocks. The prompt is
+  causal (one token per block) and each generated block of ``block_length``
+  tokens shares one id.
+
+Callers may also pass an explicit boolean ``attn_mask`` (training uses it for the
+BD3-LM "clean copy + noised copy" layout).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+AttentionMode = Literal["bidirectional", "causal", "block"]
+
+
+@dataclass
+class ModelConfig:
+    """Shape and behaviour of a :class:`Transformer`."""
+
+    vocab_size: int
+    dim: int
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    ffn_dim: int
+    max_seq_len: int = 2048
+    rope_theta: float = 10000.0
+    norm_eps: float = 1e-5
+    qkv_bias: bool = False
+    tie_embeddings: bool = True
+    attention: AttentionMode = "block"
+    block_length: int = 16
+    mask_token_id: int | None = None
+    end_token_id: int | None = None
+    pad_token_id: int | None = None
+    # Dream-style models predict token i from the logits at i - 1.
+    logits_shift: int = 0
+
+    @property
+    def head_dim(self) -> int:
+        return self.dim // self.n_heads
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        x = x.float()
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (x * self.weight.float()).to(dtype)
+
+
+def rope_tables(head_dim: int, positions: Tensor, theta: float) -> tuple[Tensor, Tensor]:
+    """cos/sin of shape [B, T, head_dim/2] for integer ``positions`` [B, T]."""
+    inv_freq = 1.0 / (
+        theta
+        ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
+    )
+    angles = positions.float().unsqueeze(-1) * inv_freq
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    """Rotate halves (the Llama/Qwen "rotate_half" convention). x: [B, H, T, D]."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half].float(), x[..., half:].float()
+    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+    return out.to(x.dtype)
+
+
+class KVCache:
+    """Pre-allocated keys/values for every layer, shared length across the batch.
+
+    Rows of a batch are left-padded by the caller; ``valid`` marks real keys and
+    ``block_ids`` carries each key's block id for the visibility rule.
+    """
+
+    def __init__(
+        self,
+        config: ModelConfig,
+        batch_size: int,
+        max_len: int,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        shape = (config.n_layers, batch_size, config.n_kv_heads, max_len, config.head_dim)
+        self.k = torch.zeros(shape, device=device, dtype=dtype)
+        self.v = torch.zeros(shape, device=device, dtype=dtype)
+        self.block_ids = torch.zeros(batch_size, max_len, dtype=torch.long, device=device)
+        self.valid = torch.zeros(batch_size, max_len, dtype=torch.bool, device=device)
+        self.length = 0
+        self.max_len = max_len
+
+    @property
+    def batch_size(self) -> int:
+        return self.k.shape[1]
+
+    def truncate(self, length: int) -> None:
+        """Roll the cache back to its first ``length`` positions."""
+        if not 0 <= length <= self.length:
+            raise ValueError(f"cannot truncate a cache of length {self.length} to {length}")
+        self.valid[:, length : self.length] = False
+        self.length = length
+
+    def select_rows(self, rows: Tensor) -> None:
+        """Keep only the given batch rows (finished requests leave the batch)."""
+        self.k = self.k[:, rows]
+        self.v = self.v[:, rows]
+        self.block_ids = self.block_ids[rows]
+        self.valid = self.valid[rows]
+
+
+class Attention(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.n_heads = config.n_heads
+        self.n_kv_heads = config.n_kv_heads
+        self.head_dim = config.head_dim
+        hd = config.head_dim
+        self.wq = nn.Linear(config.dim, config.n_heads * hd, bias=config.qkv_bias)
+        self.wk = nn.Linear(config.dim, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.wv = nn.Linear(config.dim, config.n_kv_heads * hd, bias=config.qkv_bias)
+        self.wo = nn.Linear(config.n_heads * hd, config.dim, bias=False)
+
+    def forward(
+        self,
+        x: Tensor,
+        cos: Tensor,
+        sin: Tensor,
+        mask: Tensor,
+        cache: KVCache | None,
+        layer: int,
+        commit_len: int,
+    ) -> Tensor:
+        b, t, _ = x.shape
+        q = self.wq(x).view(b, t, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if cache is not None:
+            start = cache.length
+            if commit_len:
+                cache.k[layer, :, :, start : start + commit_len] = k[:, :, :commit_len]
+                cache.v[layer, :, :, start : start + commit_len] = v[:, :, :commit_len]
+            k = torch.cat((cache.k[layer, :, :, :start], k), dim=2)
+            v = torch.cat((cache.v[layer, :, :, :start], v), dim=2)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask.unsqueeze(1), enable_gqa=self.n_heads != self.n_kv_heads
+        )
+        return self.wo(out.transpose(1, 2).reshape(b, t, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(config.dim, config.ffn_dim, bias=False)  # gate
+        self.w3 = nn.Linear(config.dim, config.ffn_dim, bias=False)  # up
+        self.w2 = nn.Linear(config.ffn_dim, config.dim, bias=False)  # down
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class Block(nn.Module):
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(config.dim, config.norm_eps)
+        self.attention = Attention(config)
+        self.ffn_norm = RMSNorm(config.dim, config.norm_eps)
+        self.feed_forward = FeedForward(config)
+
+    def forward(self, x: Tensor, cos, sin, mask, cache, layer: int, commit_len: int) -> Tensor:
+        x = x + self.attention(self.attention_norm(x), cos, sin, mask, cache, layer, commit_len)
+        return x + self.feed_forward(self.ffn_norm(x))
+
+
+class Transformer(nn.Module):
+    """Decoder stack shared by diffusion and autoregressive checkpoints."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        self.tok_embeddings = nn.Embedding(config.vocab_size, config.dim)
+        self.layers = nn.ModuleList(Block(config) for _ in range(config.n_layers))
+        self.norm = RMSNorm(config.dim, config.norm_eps)
+        self.output = (
+            None if config.tie_embeddings else nn.Linear(config.dim, config.vocab_size, bias=False)
+        )
+
+    def init_weights(self, seed: int = 0) -> None:
+        """GPT-2 style initialisation (used for training from scratch and tests)."""
+        gen = torch.Generator().manual_seed(seed)
+        std = 0.02
+        for name, p in self.named_parameters():
+            if p.dim() == 1:
+                if name.endswith("bias"):
+                    p.data.zero_()
+                else:
+                    p.data.fill_(1.0)
+                continue
+            scale = std / math.sqrt(2 * self.config.n_layers) if name.endswith(("wo.weight", "w2.weight")) else std
+            p.data.copy_(torch.randn(p.shape, generator=gen) * scale)
+
+    def default_block_ids(self, positions: Tensor) -> Tensor:
+        """Block ids implied by the attention mode for a plain (prompt-like) sequence."""
+        mode = self.config.attention
+        if mode == "bidirectional":
+            return torch.zeros_like(positions)
+        return positions.clone()
+
+    def forward(
+        self,
+        tokens: Tensor,
+        *,
+        positions: Tensor | None = None,
+        block_ids: Tensor | None = None,
+        valid: Tensor | None = None,
+        cache: KVCache | None = None,
+        commit_len: int = 0,
+        attn_mask: Tensor | None = None,
+    ) -> Tensor:
+        """Logits [B, T, V] for ``tokens`` [B, T].
+
+        ``positions``/``block_ids``/``valid`` are [B, T]; defaults: positions count
+        on from the cache, block ids follow the attention mode, every token valid.
+        With a ``cache``, the new tokens see the cached keys; the first
+        ``commit_len`` of them are appended to the cache afterwards.
+        ``attn_mask`` [B, T, T_total] overrides the block-id rule.
+        """
+        b, t = tokens.shape
+        start = cache.length if cache is not None else 0
+        if positions is None:
+            positions = torch.arange(start, start + t, device=tokens.device).expand(b, t)
+        if block_ids is None:
+            block_ids = self.default_block_ids(positions)
+        if valid is None:
+            valid = torch.ones(b, t, dtype=torch.bool, device=tokens.device)
+        if cache is not None and start + t > cache.max_len:
+            raise ValueError(f"KV cache overflow: {start + t} > {cache.max_len}")
+
+        if attn_mask is None:
+            if cache is not None:
+                key_blocks = torch.cat((cache.block_ids[:, :start], block_ids), dim=1)
+                key_valid = torch.cat((cache.valid[:, :start], valid), dim=1)
+            else:
+                key_blocks, key_valid = block_ids, valid
+            attn_mask = (key_blocks.unsqueeze(1) <= block_ids.unsqueeze(2)) & key_valid.unsqueeze(1)
+            # A padded query row with no visible key would produce NaNs; let it see itself.
+            eye = torch.zeros_like(attn_mask)
+            eye[:, :, start:] = torch.eye(t, dtype=torch.bool, device=tokens.device)
+            attn_mask = attn_mask | (eye & ~valid.unsqueeze(2))
+
+        cos, sin = rope_tables(self.config.head_dim, positions, self.config.rope_theta)
+        x = self.tok_embeddings(tokens)
+        for i, layer in enumerate(self.layers):
+            x = layer(x, cos, sin, attn_mask, cache, i, commit_len)
+        if cache is not None and commit_len:
+            cache.block_ids[:, start : start + commit_len] = block_ids[:, :commit_len]
+            cache.valid[:, start : start + commit_len] = valid[:, :commit_len]
+            cache.length = start + commit_len
+        x = self.norm(x)
+        weight = self.tok_embeddings.weight if self.output is None else self.output.weight
+        return F.linear(x, weight)
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
