@@ -1,0 +1,99 @@
+"""The interface between the samplers and a constraint.
+
+A :class:`DecodeConstraint` is the per-request state of a compiled constraint as
+decoding advances. The block-diffusion sampler, the autoregressive decoder and
+the hybrid verifier all drive it through these methods; the unconstrained path
+simply passes ``None``.
+
+Division of labour in one denoising step of a block (``tokens``/``masked`` are
+the block's current row, ``logits`` the forward pass's logits for the block):
+
+1. ``jump_forward`` — before the forward pass: fill the tokens the constraint
+   forces at the leftmost mask (no forward pass needed for them).
+2. ``propose`` — after the forward pass: the best *allowed* token and its
+   confidence for every masked position (fast path: the model's own argmax when
+   it is allowed; the full allowed mask only where it is not).
+3. The sampler picks the positions to commit (confidence ≥ threshold, at least
+   the most confident one) and passes them in confidence order to
+4. ``commit`` — commits them one by one, re-sweeping after each, so tokens chosen
+   together never contradict each other; a proposal made invalid by an earlier
+   commit is skipped this step (re-proposed if it was the only one).
+5. ``finish_block`` — once the block has no masks left: advance past it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from torch import Tensor
+
+
+@runtime_checkable
+class DecodeConstraint(Protocol):
+    """Per-request constraint state; see the module docstring for the step protocol."""
+
+    @property
+    def done(self) -> bool:
+        """True once the end token has been committed from a final state."""
+        ...
+
+    def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
+        """Fill forced tokens at the leftmost mask in place; return how many were filled."""
+        ...
+
+    def propose(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """(token [L] int64, confidence [L] fp32) for masked positions; other entries are unspecified."""
+        ...
+
+    def commit(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        order: Sequence[int],
+        proposal: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> list[int]:
+        """Commit proposals at ``order`` positions one by one (in place); return the committed positions.
+
+        Raises :class:`~agentflow.engine.errors.InfeasibleConstraintError` when no
+        position can be committed.
+        """
+        ...
+
+    def finish_block(self, tokens: Tensor) -> None:
+        """Advance the prefix state over a fully committed block."""
+        ...
+
+    # -- autoregressive use (AR decoding and the hybrid verifier) --
+
+    def next_token_mask(self) -> Tensor:
+        """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
+        ...
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens forced right after the prefix (jump-forward for AR decoding)."""
+        ...
+
+    def advance(self, token_ids: Sequence[int]) -> None:
+        """Append tokens to the prefix (they must be allowed)."""
+        ...
+
+    def checkpoint(self) -> Any:
+        """An opaque snapshot of the prefix state (the hybrid verifier rolls back to it)."""
+        ...
+
+    def rollback(self, snapshot: Any) -> None:
+        """Restore a snapshot taken by :meth:`checkpoint`."""
+        ...
