@@ -47,7 +47,9 @@ class ToolSpec:
 
     name: str
     description: str = ""
-    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: Mapping[str, Any] = field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
 
 
 @dataclass(frozen=True)
@@ -81,12 +83,18 @@ def _resolve(schema: Mapping[str, Any], root: Mapping[str, Any]) -> Mapping[str,
     if isinstance(ref, str) and ref.startswith("#/"):
         node: Any = root
         for part in ref[2:].split("/"):
-            node = node.get(part.replace("~1", "/").replace("~0", "~"), {}) if isinstance(node, Mapping) else {}
+            node = (
+                node.get(part.replace("~1", "/").replace("~0", "~"), {})
+                if isinstance(node, Mapping)
+                else {}
+            )
         return node if isinstance(node, Mapping) else {}
     return schema
 
 
-def render_type(schema: Mapping[str, Any] | bool, root: Mapping[str, Any] | None = None, depth: int = 0) -> str:
+def render_type(
+    schema: Mapping[str, Any] | bool, root: Mapping[str, Any] | None = None, depth: int = 0
+) -> str:
     """A short human-readable type for a JSON Schema: ``string``, ``"a"|"b"``, ``[integer]``, ``{x: number}``."""
     if schema is True or schema == {}:
         return "any"

@@ -226,7 +226,11 @@ class Transformer(nn.Module):
                 else:
                     p.data.fill_(1.0)
                 continue
-            scale = std / math.sqrt(2 * self.config.n_layers) if name.endswith(("wo.weight", "w2.weight")) else std
+            scale = (
+                std / math.sqrt(2 * self.config.n_layers)
+                if name.endswith(("wo.weight", "w2.weight"))
+                else std
+            )
             p.data.copy_(torch.randn(p.shape, generator=gen) * scale)
 
     def default_block_ids(self, positions: Tensor) -> Tensor:
@@ -246,8 +250,9 @@ class Transformer(nn.Module):
         cache: KVCache | None = None,
         commit_len: int = 0,
         attn_mask: Tensor | None = None,
+        hidden_only: bool = False,
     ) -> Tensor:
-        """Logits [B, T, V] for ``tokens`` [B, T].
+        """Logits [B, T, V] for ``tokens`` [B, T] (final hidden states [B, T, D] with ``hidden_only``).
 
         ``positions``/``block_ids``/``valid`` are [B, T]; defaults: positions count
         on from the cache, block ids follow the attention mode, every token valid.
@@ -287,8 +292,12 @@ class Transformer(nn.Module):
             cache.valid[:, start : start + commit_len] = valid[:, :commit_len]
             cache.length = start + commit_len
         x = self.norm(x)
+        return x if hidden_only else self.project(x)
+
+    def project(self, hidden: Tensor) -> Tensor:
+        """Vocabulary logits for final hidden states (training projects only the positions it scores)."""
         weight = self.tok_embeddings.weight if self.output is None else self.output.weight
-        return F.linear(x, weight)
+        return F.linear(hidden, weight)
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.parameters())

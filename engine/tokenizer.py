@@ -98,7 +98,9 @@ class Tokenizer:
                 return bytes(_BYTE_DECODER[c] for c in piece)
             except KeyError:
                 pass
-        if piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6:  # SentencePiece byte fallback
+        if (
+            piece.startswith("<0x") and piece.endswith(">") and len(piece) == 6
+        ):  # SentencePiece byte fallback
             return bytes([int(piece[3:5], 16)])
         return piece.replace("▁", " ").encode("utf-8")
 

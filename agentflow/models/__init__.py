@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from .base import Action, DecodingMode, Model, StepDelta, StepRequest, StepResponse, StepUsage, ToolCall
+from .base import (
+    Action,
+    DecodingMode,
+    Model,
+    StepDelta,
+    StepRequest,
+    StepResponse,
+    StepUsage,
+    ToolCall,
+)
 
 __all__ = [
     "Action",
