@@ -1,0 +1,21 @@
+"""Triton kernels of the constrained denoising step, each with a PyTorch reference and a dispatch.
+
+``agentflow.kernels`` imports only torch; Triton is imported lazily by a dispatch
+function that picks it (CUDA tensors, or ``backend="triton"``).
+"""
+
+from __future__ import annotations
+
+from ._backend import Backend, KernelBackendError
+from .bitmask import num_words, pack_bits, unpack_bits
+from .constrained_select import constrained_select, constrained_select_reference
+
+__all__ = [
+    "Backend",
+    "KernelBackendError",
+    "constrained_select",
+    "constrained_select_reference",
+    "num_words",
+    "pack_bits",
+    "unpack_bits",
+]
