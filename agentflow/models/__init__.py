@@ -12,11 +12,13 @@ from .base import (
     StepUsage,
     ToolCall,
 )
+from .openai import OpenAIModel
 
 __all__ = [
     "Action",
     "DecodingMode",
     "Model",
+    "OpenAIModel",
     "StepDelta",
     "StepRequest",
     "StepResponse",
