@@ -11,10 +11,24 @@ from .errors import (
     SchemaError,
     TokenizerMismatchError,
 )
+from .autoregressive import ARDecoder, causal_forward
+from .decode_batch import Segment
+from .generation import GenerationConfig, GenerationResult, GenerationStats, RowStats
 from .model import KVCache, ModelConfig, Transformer
+from .sampler import BlockOutcome, DiffusionEngine, denoise_block
 from .tokenizer import Tokenizer
 
 __all__ = [
+    "ARDecoder",
+    "BlockOutcome",
+    "DiffusionEngine",
+    "GenerationConfig",
+    "GenerationResult",
+    "GenerationStats",
+    "RowStats",
+    "Segment",
+    "causal_forward",
+    "denoise_block",
     "ChatMessage",
     "CheckpointError",
     "ContextLengthError",

@@ -130,6 +130,20 @@ class KVCache:
         self.valid[:, length : self.length] = False
         self.length = length
 
+    def reserve(self, max_len: int) -> None:
+        """Grow the cache to hold at least ``max_len`` positions, keeping its contents."""
+        if max_len <= self.max_len:
+            return
+        extra = max_len - self.max_len
+        pad = (*self.k.shape[:3], extra, self.k.shape[4])
+        self.k = torch.cat((self.k, self.k.new_zeros(pad)), dim=3)
+        self.v = torch.cat((self.v, self.v.new_zeros(pad)), dim=3)
+        self.block_ids = torch.cat(
+            (self.block_ids, self.block_ids.new_zeros(self.batch_size, extra)), 1
+        )
+        self.valid = torch.cat((self.valid, self.valid.new_zeros(self.batch_size, extra)), 1)
+        self.max_len = max_len
+
     def select_rows(self, rows: Tensor) -> None:
         """Keep only the given batch rows (finished requests leave the batch)."""
         self.k = self.k[:, rows]

@@ -1,0 +1,255 @@
+"""Autoregressive decoding with a KV cache: the verifier's and the baseline's path.
+
+:class:`ARDecoder` decodes a causal checkpoint token by token. With a
+constraint, the tokens it forces after the prefix (``forced_tokens``) are
+appended without sampling and fed to the model in the same forward pass as the
+sampled token before them, so a forced run costs no extra forward pass.
+Rows of a batch may append different numbers of tokens in one step; the
+shorter ones are right-padded with invalid tokens, which nothing ever attends to.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch import Tensor
+
+from .constraints.protocol import DecodeConstraint
+from .decode_batch import (
+    Constraints,
+    Prompts,
+    Segment,
+    check_context,
+    constraint_list,
+    encode_prompts,
+    left_pad,
+    step_seed,
+)
+from .generation import (
+    BlockCallback,
+    GenerationConfig,
+    GenerationResult,
+    GenerationStats,
+    RowStats,
+)
+from .model import KVCache, Transformer
+from .selection import select_tokens
+from .tokenizer import Tokenizer
+
+
+def causal_forward(model: Transformer, cache: KVCache, segment: Segment) -> Tensor:
+    """Forward ``segment`` with causal visibility, append all of it to ``cache``; logits [b, T, V].
+
+    The cache grows when needed. This is the hybrid verifier's scoring call:
+    roll back with ``cache.truncate`` afterwards to drop rejected tokens.
+    """
+    cache.reserve(cache.length + segment.length)
+    return model(
+        segment.tokens,
+        positions=segment.positions,
+        block_ids=segment.positions,
+        valid=segment.valid,
+        cache=cache,
+        commit_len=segment.length,
+    )
+
+
+def _right_pad(
+    pieces: list[list[int]], starts: Tensor, pad_id: int, device: torch.device
+) -> Segment:
+    """Per-row token runs (different lengths) as one right-padded segment; padding is invalid."""
+    width = max(len(p) for p in pieces)
+    tokens = torch.full((len(pieces), width), pad_id, dtype=torch.long, device=device)
+    valid = torch.zeros(len(pieces), width, dtype=torch.bool, device=device)
+    for i, p in enumerate(pieces):
+        tokens[i, : len(p)] = torch.tensor(p, dtype=torch.long, device=device)
+        valid[i, : len(p)] = True
+    positions = starts.unsqueeze(1) + torch.arange(width, device=device)
+    return Segment(tokens, positions, positions.clone(), valid)
+
+
+class ARDecoder:
+    """Token-by-token decoding of a causal (or block-trained, read causally) :class:`Transformer`."""
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None) -> None:
+        if model.config.attention == "bidirectional":
+            raise ValueError("a bidirectional model cannot be decoded autoregressively")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def new_cache(self, batch_size: int, max_len: int) -> KVCache:
+        """An empty cache of the model's dtype on the model's device."""
+        dtype = next(self.model.parameters()).dtype
+        return KVCache(self.model.config, batch_size, max_len, device=self.device, dtype=dtype)
+
+    def forward(self, cache: KVCache, segment: Segment) -> Tensor:
+        """Logits [b, T, V] for ``segment`` after the cached prefix; appends it to the cache."""
+        return causal_forward(self.model, cache, segment)
+
+    def _pick(
+        self,
+        logits: Tensor,
+        cons: list[DecodeConstraint | None],
+        config: GenerationConfig,
+        seeds: list[int | None],
+    ) -> list[int]:
+        """One token per row from its last logits [b, V], under each row's constraint."""
+        b, vocab = logits.shape
+        allowed = None
+        if any(c is not None for c in cons):
+            words = (vocab + 31) // 32
+            allowed = torch.full((b, words), -1, dtype=torch.int32, device=logits.device)
+            for r, c in enumerate(cons):
+                if c is not None:
+                    allowed[r] = c.next_token_mask().to(logits.device)
+        if config.temperature == 0.0:
+            tok, _ = select_tokens(logits, temperature=0.0, allowed=allowed)
+            return tok.tolist()
+        out = []
+        for r in range(b):
+            tok, _ = select_tokens(
+                logits[r : r + 1],
+                temperature=config.temperature,
+                top_p=config.top_p,
+                seed=seeds[r],
+                allowed=None if allowed is None else allowed[r : r + 1],
+            )
+            out.append(int(tok[0]))
+        return out
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Prompts,
+        config: GenerationConfig | None = None,
+        *,
+        constraints: Constraints = None,
+        on_block: BlockCallback | None = None,
+    ) -> GenerationResult:
+        """Decode a prompt or a batch of prompts token by token (block/steps/threshold are ignored)."""
+        config = config or GenerationConfig()
+        t0 = time.perf_counter()
+        cfg = self.model.config
+        ids = encode_prompts(prompts, self.tokenizer)
+        b = len(ids)
+        cons = constraint_list(constraints, b)
+        budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
+        dev = self.device
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        end_id = cfg.end_token_id
+        stats = GenerationStats(mode="ar", rows=[RowStats(prompt_tokens=len(p)) for p in ids])
+        out: list[list[int]] = [[] for _ in range(b)]
+
+        # Tokens forced right after the prompt join the prefill.
+        first: list[list[int]] = []
+        for r, c in enumerate(cons):
+            forced = c.forced_tokens()[: budgets[r]] if c is not None else []
+            if forced:
+                c.advance(forced)  # type: ignore[union-attr]
+            first.append(forced)
+        prompt, _ = left_pad([p + f for p, f in zip(ids, first, strict=True)], pad_id, dev)
+        cache = self.new_cache(b, prompt.length + max(budgets) + 1)
+        logits = self.forward(cache, prompt)[:, -1]
+        stats.nfe += 1
+        live: list[int] = []
+        nexts = torch.zeros(b, dtype=torch.long, device=dev)
+        for r in range(b):
+            stats.rows[r].nfe += 1
+            self._emit(r, first[r], out, stats, on_block, forced=True)
+            nexts[r] = len(ids[r]) + len(first[r])
+            if not self._stopped(r, first[r], cons[r], out, budgets):
+                live.append(r)
+        keep = torch.tensor(live, dtype=torch.long, device=dev)
+        if len(live) < b:
+            cache.select_rows(keep)
+            logits, nexts = logits[keep], nexts[keep]
+        step = 0
+        while live:
+            seeds = [step_seed(config.row_seed(r), step) for r in live]
+            picked = self._pick(logits, [cons[r] for r in live], config, seeds)
+            pieces: list[list[int]] = []
+            still: list[int] = []
+            for i, r in enumerate(live):
+                tok = picked[i]
+                if tok < 0:
+                    raise RuntimeError(f"row {r}: no token is allowed after the prefix")
+                piece = [tok]
+                c = cons[r]
+                forced: list[int] = []
+                if c is not None:
+                    c.advance([tok])
+                    if not c.done and tok != end_id:
+                        forced = c.forced_tokens()[: budgets[r] - len(out[r]) - 1]
+                        if forced:
+                            c.advance(forced)
+                piece += forced
+                pieces.append(piece)
+                self._emit(r, [tok], out, stats, on_block, forced=False)
+                self._emit(r, forced, out, stats, on_block, forced=True)
+                if not self._stopped(r, piece, c, out, budgets):
+                    still.append(i)
+            step += 1
+            if not still:
+                break
+            idx = torch.tensor(still, dtype=torch.long, device=dev)
+            if len(still) < len(live):
+                cache.select_rows(idx)
+                nexts = nexts[idx]
+                pieces = [pieces[i] for i in still]
+                live = [live[i] for i in still]
+            seg = _right_pad(pieces, nexts, pad_id, dev)
+            all_logits = self.forward(cache, seg)
+            last = torch.tensor([len(p) - 1 for p in pieces], device=dev)
+            logits = all_logits[torch.arange(len(pieces), device=dev), last]
+            nexts = nexts + torch.tensor([len(p) for p in pieces], device=dev)
+            stats.nfe += 1
+            for r in live:
+                stats.rows[r].nfe += 1
+        for r, rs in enumerate(stats.rows):
+            rs.tokens = len(out[r])
+        stats.tokens = sum(rs.tokens for rs in stats.rows)
+        stats.forced_tokens = sum(rs.forced_tokens for rs in stats.rows)
+        stats.seconds = time.perf_counter() - t0
+        texts = [self.tokenizer.decode(s) for s in out] if self.tokenizer is not None else None
+        return GenerationResult(out, stats, texts)
+
+    def _emit(
+        self,
+        r: int,
+        piece: list[int],
+        out: list[list[int]],
+        stats: GenerationStats,
+        on_block: BlockCallback | None,
+        *,
+        forced: bool,
+    ) -> None:
+        end_id = self.model.config.end_token_id
+        text = [t for t in piece if t != end_id] if end_id is not None else piece
+        if end_id is not None and end_id in piece:
+            text = piece[: piece.index(end_id)]
+        if not text:
+            return
+        out[r].extend(text)
+        if forced:
+            stats.rows[r].forced_tokens += len(text)
+        if on_block is not None:
+            on_block(r, text)
+
+    def _stopped(
+        self,
+        r: int,
+        piece: list[int],
+        c: DecodeConstraint | None,
+        out: list[list[int]],
+        budgets: list[int],
+    ) -> bool:
+        end_id = self.model.config.end_token_id
+        ended = end_id is not None and end_id in piece
+        if ended or (c is not None and c.done):
+            return True
+        return len(out[r]) >= budgets[r]

@@ -1,0 +1,123 @@
+"""Decoding knobs, per-call statistics and results, shared by every decoder.
+
+The diffusion sampler, the autoregressive decoder and the hybrid verifier all
+take a :class:`GenerationConfig` and return a :class:`GenerationResult`, so a
+caller can switch decoding modes without touching anything else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+DecodeMode = Literal["diffusion", "hybrid", "ar"]
+
+#: Streaming callback: ``on_block(row, token_ids)`` receives each newly committed
+#: piece of row ``row`` of the batch (a block in diffusion mode, a token or a
+#: forced run in AR mode), end token excluded.
+BlockCallback = Callable[[int, list[int]], None]
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """How to decode.
+
+    ``threshold=None`` turns the confidence rule off: each block then takes
+    exactly ``steps`` refinement steps (the fixed-step schedule of LLaDA).
+    ``temperature=0`` is greedy and deterministic; ``seed`` makes sampling
+    reproducible (row ``i`` of a batch samples with ``seed + i``).
+    ``top_p`` < 1 keeps only the nucleus of each position's distribution.
+    """
+
+    max_new_tokens: int = 128
+    block_length: int = 32
+    steps: int = 32
+    threshold: float | None = 0.9
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if self.block_length < 1:
+            raise ValueError(f"block_length must be >= 1, got {self.block_length}")
+        if self.steps < 1:
+            raise ValueError(f"steps must be >= 1, got {self.steps}")
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1] or None, got {self.threshold}")
+        if self.temperature < 0.0:
+            raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def row_seed(self, row: int) -> int | None:
+        """The sampling seed of batch row ``row`` (None when unseeded)."""
+        return None if self.seed is None else self.seed + row
+
+
+@dataclass
+class RowStats:
+    """What one request of a batch cost."""
+
+    prompt_tokens: int = 0
+    #: Generated tokens, end token excluded (forced ones included).
+    tokens: int = 0
+    #: Forward passes in which this row still had something to decode.
+    nfe: int = 0
+    #: Tokens filled by the constraint without a forward pass (jump-forward).
+    forced_tokens: int = 0
+    #: True when the row stopped at the end token (or its constraint finished).
+    finished: bool = False
+
+
+@dataclass
+class GenerationStats:
+    """Cost of one ``generate`` call over the whole batch."""
+
+    mode: str
+    tokens: int = 0
+    #: Model forward passes (one pass serves every row of the batch).
+    nfe: int = 0
+    forced_tokens: int = 0
+    seconds: float = 0.0
+    rows: list[RowStats] = field(default_factory=list)
+
+    @property
+    def tokens_per_forward(self) -> float:
+        """Generated tokens per forward pass, summed over the batch."""
+        return self.tokens / self.nfe if self.nfe else float(self.tokens)
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form used by the CLI and the benchmarks."""
+        return {
+            "tokens": self.tokens,
+            "nfe": self.nfe,
+            "forced_tokens": self.forced_tokens,
+            "seconds": self.seconds,
+            "mode": self.mode,
+            "tokens_per_forward": self.tokens_per_forward,
+        }
+
+
+@dataclass
+class GenerationResult:
+    """Generated token ids (and text when a tokenizer is known) per row, plus stats."""
+
+    sequences: list[list[int]]
+    stats: GenerationStats
+    texts: list[str] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of a single-prompt call."""
+        if self.texts is None:
+            raise ValueError("no tokenizer was given, so there is no text; use .sequences")
+        if len(self.texts) != 1:
+            raise ValueError(f"the batch has {len(self.texts)} rows; use .texts")
+        return self.texts[0]

@@ -1,0 +1,350 @@
+"""Block diffusion decoding: :class:`DiffusionEngine` and the reusable :func:`denoise_block`.
+
+The answer is produced block by block. A block of ``block_length`` positions
+starts fully masked and is refined in parallel: each step runs one forward pass
+over the block (the prefix comes from the KV cache), picks every masked
+position's best token and its confidence, and commits all positions whose
+confidence reaches ``threshold`` — at least one, and enough that the block
+finishes within ``steps`` steps.
+
+Caches. Block-trained (``attention="block"``) models see the prompt causally
+and each block with full attention inside it, so a finished block's keys and
+values are exact: they enter the cache during the *next* block's first forward
+pass, which runs [previous clean block + masked next block] and commits the
+first part (``commit_len``). No forward pass is spent only on caching.
+Bidirectional checkpoints (LLaDA, Dream) let every token see every other, so no
+cache is exact; as in Fast-dLLM the cache is rebuilt once per block — the
+block's first step forwards [whole clean sequence + masked block] — and reused
+for the block's later steps (approximate: the prefix does not see later edits
+of the block).
+
+Models with ``logits_shift=1`` (Dream) predict position ``i`` from the output
+at ``i - 1``: the last clean token is kept out of the cache and forwarded with
+every step, so the block's first position always has fresh logits.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .constraints.protocol import DecodeConstraint
+from .decode_batch import (
+    Constraints,
+    Prompts,
+    Segment,
+    check_context,
+    constraint_list,
+    encode_prompts,
+    left_pad,
+    step_seed,
+)
+from .generation import (
+    BlockCallback,
+    GenerationConfig,
+    GenerationResult,
+    GenerationStats,
+    RowStats,
+)
+from .model import KVCache, Transformer
+from .selection import apply_top_p, select_tokens
+from .tokenizer import Tokenizer
+
+
+@dataclass
+class BlockOutcome:
+    """What :func:`denoise_block` produced for a batch of rows."""
+
+    #: The committed block [b, L] (a row's positions after its end token hold the end token).
+    tokens: Tensor
+    #: Confidence of each position when it was committed [b, L] (1.0 for forced tokens).
+    confidence: Tensor
+    #: Forward passes spent on the block (one serves every row).
+    nfe: int
+    #: Per row, forward passes in which the row still had masks [b].
+    row_nfe: Tensor
+    #: Per row, tokens filled by jump-forward without a forward pass [b].
+    forced: Tensor
+    #: Clean tokens not yet in the cache (the carry and, always, this block);
+    #: pass it as ``pending`` with the next block.
+    pending: Segment
+
+
+def _choose(conf: Tensor, masked: Tensor, threshold: float | None, steps_left: int) -> list[int]:
+    """Masked positions to commit this step, most confident first."""
+    idx = masked.nonzero().flatten()
+    if idx.numel() == 0:
+        return []
+    scores = conf[idx]
+    order = idx[scores.argsort(descending=True, stable=True)]
+    need = max(1, math.ceil(idx.numel() / max(steps_left, 1)))
+    if threshold is not None:
+        need = max(need, int((scores >= threshold).sum()))
+    return order[:need].tolist()
+
+
+def _propose(
+    logits: Tensor,
+    tokens: Tensor,
+    masked: Tensor,
+    constraints: Sequence[DecodeConstraint | None],
+    config: GenerationConfig,
+    seeds: Sequence[int | None],
+) -> tuple[Tensor, Tensor]:
+    """Proposed token and confidence for every block position [b, L]."""
+    b, length, vocab = logits.shape
+    plain = [r for r in range(b) if constraints[r] is None]
+    prop = torch.zeros(b, length, dtype=torch.long, device=logits.device)
+    conf = torch.zeros(b, length, dtype=torch.float32, device=logits.device)
+    if plain and config.temperature == 0.0:
+        rows = torch.tensor(plain, device=logits.device)
+        tok, c = select_tokens(logits[rows].reshape(-1, vocab), temperature=0.0)
+        prop[rows], conf[rows] = tok.view(len(plain), length), c.view(len(plain), length)
+    elif plain:
+        for r in plain:
+            prop[r], conf[r] = select_tokens(
+                logits[r], temperature=config.temperature, top_p=config.top_p, seed=seeds[r]
+            )
+    for r in range(b):
+        c = constraints[r]
+        if c is not None and bool(masked[r].any()):
+            row_logits = apply_top_p(logits[r], config.top_p, config.temperature)
+            prop[r], conf[r] = c.propose(
+                tokens[r], masked[r], row_logits, temperature=config.temperature, seed=seeds[r]
+            )
+    return prop, conf
+
+
+def denoise_block(
+    model: Transformer,
+    cache: KVCache,
+    pending: Segment,
+    block: Segment,
+    config: GenerationConfig,
+    *,
+    constraints: Sequence[DecodeConstraint | None] | None = None,
+    seeds: Sequence[int | None] | None = None,
+    block_index: int = 0,
+    finish: bool = True,
+) -> BlockOutcome:
+    """Denoise one block for a batch of rows; the model reads the prefix from ``cache``.
+
+    ``pending`` holds clean tokens not yet in the cache: they are forwarded with
+    the block's first step and committed to the cache then (all but the last
+    ``logits_shift`` tokens, which ride along with every step). ``block`` gives
+    the block's positions and block ids; its tokens are the mask token where a
+    position is still to be decoded (prefilled tokens are kept). With
+    ``constraints`` (one per row, or None), the step protocol of
+    :mod:`agentflow.engine.constraints.protocol` is followed; ``finish`` calls
+    ``finish_block`` once a row's block is complete.
+    """
+    mask_id = model.config.mask_token_id
+    end_id = model.config.end_token_id
+    if mask_id is None:
+        raise ValueError("the model config has no mask_token_id; it cannot do diffusion decoding")
+    b, length = block.tokens.shape
+    shift = model.config.logits_shift
+    if pending.length < shift:
+        raise ValueError(f"logits_shift={shift} needs at least {shift} pending clean token(s)")
+    cons: Sequence[DecodeConstraint | None] = constraints or [None] * b
+    row_seeds: Sequence[int | None] = seeds or [config.seed] * b
+    tokens = block.tokens.clone()
+    masked = tokens == mask_id
+    confidence = torch.where(masked, 0.0, 1.0).float()
+    forced = torch.zeros(b, dtype=torch.long)
+    row_nfe = torch.zeros(b, dtype=torch.long)
+    nfe = 0
+    step = 0
+    while bool(masked.any()):
+        for r, c in enumerate(cons):
+            if c is not None and bool(masked[r].any()):
+                before = masked[r].clone()
+                forced[r] += c.jump_forward(tokens[r], masked[r])
+                confidence[r][before & ~masked[r]] = 1.0
+        if not bool(masked.any()):
+            break
+        seg = pending.cat(Segment(tokens, block.positions, block.block_ids, block.valid))
+        commit = pending.length - shift
+        logits = model(
+            seg.tokens,
+            positions=seg.positions,
+            block_ids=seg.block_ids,
+            valid=seg.valid,
+            cache=cache,
+            commit_len=commit,
+        )
+        start = pending.length - shift
+        block_logits = logits[:, start : start + length].float()
+        block_logits[..., mask_id] = float("-inf")  # the mask token is never an answer
+        pending = pending.slice(commit)
+        nfe += 1
+        row_nfe += masked.any(dim=1).long().cpu()
+        seeds_now = [step_seed(s, block_index, step) for s in row_seeds]
+        prop, conf = _propose(block_logits, tokens, masked, cons, config, seeds_now)
+        steps_left = config.steps - step
+        for r in range(b):
+            if not bool(masked[r].any()):
+                continue
+            order = _choose(conf[r], masked[r], config.threshold, steps_left)
+            c = cons[r]
+            if c is None:
+                tokens[r, order] = prop[r, order]
+                masked[r, order] = False
+                done = order
+            else:
+                done = c.commit(
+                    tokens[r],
+                    masked[r],
+                    order,
+                    prop[r],
+                    block_logits[r],
+                    temperature=config.temperature,
+                    seed=seeds_now[r],
+                )
+            confidence[r, done] = conf[r, done]
+            if c is None and end_id is not None:
+                _fill_after_end(tokens[r], masked[r], confidence[r], end_id)
+        step += 1
+    if finish:
+        for r, c in enumerate(cons):
+            if c is not None:
+                c.finish_block(tokens[r])
+    clean = Segment(tokens, block.positions, block.block_ids, block.valid)
+    return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(clean))
+
+
+def _fill_after_end(tokens: Tensor, masked: Tensor, confidence: Tensor, end_id: int) -> None:
+    """Once an end token is committed, the masked positions after it are end tokens too."""
+    ends = ((tokens == end_id) & ~masked).nonzero()
+    if ends.numel():
+        after = torch.zeros_like(masked)
+        after[int(ends[0]) + 1 :] = True
+        fill = after & masked
+        tokens[fill] = end_id
+        confidence[fill] = 1.0
+        masked[fill] = False
+
+
+class DiffusionEngine:
+    """Block-diffusion decoding of a mask-predicting :class:`Transformer`."""
+
+    def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None) -> None:
+        cfg = model.config
+        if cfg.attention == "causal":
+            raise ValueError("a causal model cannot be decoded by diffusion; use ARDecoder")
+        if cfg.mask_token_id is None:
+            raise ValueError("the model config has no mask_token_id; it cannot do diffusion")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Prompts,
+        config: GenerationConfig | None = None,
+        *,
+        constraints: Constraints = None,
+        on_block: BlockCallback | None = None,
+    ) -> GenerationResult:
+        """Decode a prompt or a batch of prompts (text or token ids) block by block."""
+        config = config or GenerationConfig()
+        t0 = time.perf_counter()
+        cfg = self.model.config
+        ids = encode_prompts(prompts, self.tokenizer)
+        b = len(ids)
+        cons = constraint_list(constraints, b)
+        budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
+        dev = self.device
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        prompt, lengths = left_pad(ids, pad_id, dev)
+        bidirectional = cfg.attention == "bidirectional"
+        if bidirectional:
+            prompt.block_ids.zero_()
+        width = prompt.length
+        dtype = next(self.model.parameters()).dtype
+        cache = KVCache(cfg, b, width + max(budgets) + 1, device=dev, dtype=dtype)
+
+        stats = GenerationStats(
+            mode="diffusion", rows=[RowStats(prompt_tokens=len(p)) for p in ids]
+        )
+        out: list[list[int]] = [[] for _ in range(b)]
+        live = list(range(b))  # original row index of each batch row still decoding
+        pending = prompt
+        history = prompt  # every clean token so far (bidirectional models rebuild the cache)
+        generated = 0
+        k = 0
+        while live:
+            room = max(budgets[r] for r in live) - generated
+            length = min(config.block_length, room)
+            n = len(live)
+            offs = torch.arange(length, device=dev)
+            positions = (lengths.unsqueeze(1) + generated + offs).expand(n, length)
+            if bidirectional:
+                block_ids = torch.zeros(n, length, dtype=torch.long, device=dev)
+                cache.truncate(0)
+                pending = history
+            else:
+                block_ids = (lengths + k).unsqueeze(1).expand(n, length).contiguous()
+            block = Segment(
+                torch.full((n, length), cfg.mask_token_id, dtype=torch.long, device=dev),
+                positions.contiguous(),
+                block_ids,
+                torch.ones(n, length, dtype=torch.bool, device=dev),
+            )
+            res = denoise_block(
+                self.model,
+                cache,
+                pending,
+                block,
+                config,
+                constraints=[cons[r] for r in live],
+                seeds=[config.row_seed(r) for r in live],
+                block_index=k,
+            )
+            pending = res.pending
+            history = history.cat(Segment(res.tokens, block.positions, block_ids, block.valid))
+            stats.nfe += res.nfe
+            keep = []
+            for i, r in enumerate(live):
+                row = res.tokens[i].tolist()
+                rs = stats.rows[r]
+                rs.nfe += int(res.row_nfe[i])
+                rs.forced_tokens += int(res.forced[i])
+                ended = cfg.end_token_id is not None and cfg.end_token_id in row
+                if ended:
+                    row = row[: row.index(cfg.end_token_id)]
+                c = cons[r]
+                finished = ended or (c is not None and c.done)
+                room_r = budgets[r] - len(out[r])
+                row = row[:room_r]
+                out[r].extend(row)
+                if row and on_block is not None:
+                    on_block(r, row)
+                if finished:
+                    rs.finished = True
+                elif len(out[r]) < budgets[r]:
+                    keep.append(i)
+            generated += length
+            k += 1
+            if len(keep) < len(live):
+                idx = torch.tensor(keep, dtype=torch.long, device=dev)
+                cache.select_rows(idx)
+                pending, history = pending.rows(idx), history.rows(idx)
+                lengths = lengths[idx]
+                live = [live[i] for i in keep]
+        for r, rs in enumerate(stats.rows):
+            rs.tokens = len(out[r])
+        stats.tokens = sum(rs.tokens for rs in stats.rows)
+        stats.forced_tokens = sum(rs.forced_tokens for rs in stats.rows)
+        stats.seconds = time.perf_counter() - t0
+        texts = [self.tokenizer.decode(s) for s in out] if self.tokenizer is not None else None
+        return GenerationResult(out, stats, texts)

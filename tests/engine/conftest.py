@@ -1,0 +1,97 @@
+"""Tiny models and a tiny tokenizer shared by the engine tests (others may reuse them)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from agentflow.engine.chat_template import SPECIAL_TOKENS
+from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
+from agentflow.engine.tokenizer import Tokenizer
+
+_CORPUS = [
+    "Where is order 58213? Let me look it up for you.",
+    '{"tool_calls":[{"name":"get_order","arguments":{"order_id":"58213"}}]}',
+    '{"final":"Your order ships tomorrow."}',
+    "get_weather(city: string, unit?: string) - Current weather for a city.",
+    "The quick brown fox jumps over the lazy dog. 0123456789",
+]
+
+
+def make_config(attention: AttentionMode = "block", **overrides: object) -> ModelConfig:
+    """A tiny config with the embedded special ids (pad 0, mask 1, end 2)."""
+    base: dict[str, object] = dict(
+        vocab_size=96,
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_dim=64,
+        max_seq_len=256,
+        attention=attention,
+        block_length=4,
+        mask_token_id=1,
+        end_token_id=2,
+        pad_token_id=0,
+        tie_embeddings=False,
+    )
+    base.update(overrides)
+    return ModelConfig(**base)  # type: ignore[arg-type]
+
+
+def make_model(config: ModelConfig, seed: int = 0, peak: float = 40.0) -> Transformer:
+    """Random weights; ``peak`` scales the output head so predictions are confident and tie-free."""
+    torch.manual_seed(seed)
+    model = Transformer(config)
+    model.init_weights(seed)
+    with torch.no_grad():
+        head = model.tok_embeddings if model.output is None else model.output
+        head.weight.mul_(peak)
+    return model.eval()
+
+
+@pytest.fixture
+def model_factory() -> Callable[..., Transformer]:
+    """``model_factory(attention, seed=0, **config_overrides)`` → a tiny random Transformer."""
+
+    def build(
+        attention: AttentionMode = "block", seed: int = 0, **overrides: object
+    ) -> Transformer:
+        return make_model(make_config(attention, **overrides), seed)
+
+    return build
+
+
+@pytest.fixture
+def block_model() -> Transformer:
+    return make_model(make_config("block"))
+
+
+@pytest.fixture
+def causal_model() -> Transformer:
+    return make_model(make_config("causal"), seed=1)
+
+
+@pytest.fixture(scope="session")
+def hf_tokenizer() -> HFTokenizer:
+    """A byte-level BPE with the embedded special tokens first (ids 0..7), 96 tokens in all."""
+    tok = HFTokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=96 + 256,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_CORPUS, trainer)
+    return tok
+
+
+@pytest.fixture
+def tokenizer(hf_tokenizer: HFTokenizer) -> Tokenizer:
+    return Tokenizer(hf_tokenizer)
