@@ -68,7 +68,7 @@ class BlockOutcome:
     nfe: int
     #: Per row, forward passes in which the row still had masks [b].
     row_nfe: Tensor
-    #: Per row, tokens filled by jump-forward without a forward pass [b].
+    #: Positions filled by jump-forward without a forward pass [b, L].
     forced: Tensor
     #: Clean tokens not yet in the cache (the carry and, always, this block);
     #: pass it as ``pending`` with the next block.
@@ -156,7 +156,7 @@ def denoise_block(
     tokens = block.tokens.clone()
     masked = tokens == mask_id
     confidence = torch.where(masked, 0.0, 1.0).float()
-    forced = torch.zeros(b, dtype=torch.long)
+    forced = torch.zeros(b, length, dtype=torch.bool, device=tokens.device)
     row_nfe = torch.zeros(b, dtype=torch.long)
     nfe = 0
     step = 0
@@ -164,8 +164,9 @@ def denoise_block(
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
                 before = masked[r].clone()
-                forced[r] += c.jump_forward(tokens[r], masked[r])
-                confidence[r][before & ~masked[r]] = 1.0
+                c.jump_forward(tokens[r], masked[r])
+                forced[r] |= before & ~masked[r]
+                confidence[r][forced[r]] = 1.0
         if not bool(masked.any()):
             break
         seg = pending.cat(Segment(tokens, block.positions, block.block_ids, block.valid))
@@ -318,7 +319,6 @@ class DiffusionEngine:
                 row = res.tokens[i].tolist()
                 rs = stats.rows[r]
                 rs.nfe += int(res.row_nfe[i])
-                rs.forced_tokens += int(res.forced[i])
                 ended = cfg.end_token_id is not None and cfg.end_token_id in row
                 if ended:
                     row = row[: row.index(cfg.end_token_id)]
@@ -326,6 +326,7 @@ class DiffusionEngine:
                 finished = ended or (c is not None and c.done)
                 room_r = budgets[r] - len(out[r])
                 row = row[:room_r]
+                rs.forced_tokens += int(res.forced[i, : len(row)].sum())
                 out[r].extend(row)
                 if row and on_block is not None:
                     on_block(r, row)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from engine_fakes import FixedAnswer
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -95,3 +96,13 @@ def hf_tokenizer() -> HFTokenizer:
 @pytest.fixture
 def tokenizer(hf_tokenizer: HFTokenizer) -> Tokenizer:
     return Tokenizer(hf_tokenizer)
+
+
+@pytest.fixture
+def fixed_answer() -> Callable[..., FixedAnswer]:
+    """``fixed_answer(target, vocab=96, jump=False)`` → a fake constraint forcing ``target`` + end."""
+
+    def build(target: list[int], vocab: int = 96, *, jump: bool = False) -> FixedAnswer:
+        return FixedAnswer(target, end_id=2, vocab=vocab, jump=jump)
+
+    return build

@@ -1,0 +1,101 @@
+"""A small DecodeConstraint that forces one fixed answer, to test the constraint plumbing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+
+class FixedAnswer:
+    """Allows exactly ``target`` then the end token (then only end tokens).
+
+    ``jump`` makes ``jump_forward`` / ``forced_tokens`` fill the answer without
+    the model; without it the sampler must propose and commit every token.
+    """
+
+    def __init__(self, target: Sequence[int], end_id: int, vocab: int, *, jump: bool) -> None:
+        self.answer = [*target, end_id]
+        self.end_id = end_id
+        self.vocab = vocab
+        self.jump = jump
+        self.offset = 0  # answer tokens before the current block / after the AR prefix
+        self.calls: list[str] = []
+
+    def _want(self, i: int) -> int:
+        return self.answer[i] if i < len(self.answer) else self.end_id
+
+    @property
+    def done(self) -> bool:
+        return self.offset >= len(self.answer)
+
+    def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
+        self.calls.append("jump_forward")
+        if not self.jump or not bool(masked.any()):
+            return 0
+        filled = 0
+        for i in range(int(masked.nonzero()[0]), tokens.shape[0]):
+            if not masked[i]:
+                break
+            tokens[i] = self._want(self.offset + i)
+            masked[i] = False
+            filled += 1
+        return filled
+
+    def propose(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        self.calls.append("propose")
+        want = torch.tensor([self._want(self.offset + i) for i in range(tokens.shape[0])])
+        conf = torch.softmax(logits.float(), -1).gather(1, want.unsqueeze(1)).squeeze(1)
+        return want, conf
+
+    def commit(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        order: Sequence[int],
+        proposal: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> list[int]:
+        self.calls.append("commit")
+        for i in order:
+            tokens[i] = proposal[i]
+            masked[i] = False
+        return list(order)
+
+    def finish_block(self, tokens: Tensor) -> None:
+        self.calls.append("finish_block")
+        assert tokens.tolist() == [self._want(self.offset + i) for i in range(tokens.shape[0])]
+        self.offset += tokens.shape[0]
+
+    def next_token_mask(self) -> Tensor:
+        words = torch.zeros((self.vocab + 31) // 32, dtype=torch.int64)
+        t = self._want(self.offset)
+        words[t // 32] = 1 << (t % 32)
+        return torch.where(words >= 2**31, words - 2**32, words).to(torch.int32)
+
+    def forced_tokens(self) -> list[int]:
+        return self.answer[self.offset :] if self.jump else []
+
+    def advance(self, token_ids: Sequence[int]) -> None:
+        for t in token_ids:
+            assert t == self._want(self.offset), (t, self.offset)
+            self.offset += 1
+
+    def checkpoint(self) -> Any:
+        return self.offset
+
+    def rollback(self, snapshot: Any) -> None:
+        self.offset = snapshot

@@ -1,0 +1,224 @@
+"""Block-diffusion sampler: exact cache, batching, determinism, stopping, constraints, errors."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from conftest import make_config, make_model
+
+from agentflow.engine.errors import ContextLengthError
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import Transformer
+from agentflow.engine.sampler import DiffusionEngine
+
+PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [20, 21, 22, 23, 24]]
+
+
+class EndAfter(Transformer):
+    """A model that strongly predicts the end token at positions >= ``end_position``."""
+
+    end_position = 10**9
+
+    def forward(self, tokens: torch.Tensor, **kw: object) -> torch.Tensor:  # type: ignore[override]
+        logits = super().forward(tokens, **kw)  # type: ignore[arg-type]
+        positions = kw["positions"]
+        assert isinstance(positions, torch.Tensor)
+        boost = (positions >= self.end_position).float() * 1e4
+        logits[..., self.config.end_token_id] += boost
+        return logits
+
+
+@torch.no_grad()
+def reference_decode(model: Transformer, prompt: list[int], cfg: GenerationConfig) -> list[int]:
+    """Greedy block diffusion of one row without any cache: every step forwards the whole sequence."""
+    mc = model.config
+    p = len(prompt)
+    seq, ids = list(prompt), list(range(p))
+    out: list[int] = []
+    k = 0
+    while len(out) < cfg.max_new_tokens:
+        length = min(cfg.block_length, cfg.max_new_tokens - len(out))
+        blk = [mc.mask_token_id] * length
+        masked = [True] * length
+        step = 0
+        while any(masked):
+            toks = torch.tensor([seq + blk])
+            pos = torch.arange(toks.shape[1]).unsqueeze(0)
+            bid = torch.tensor([ids + [p + k] * length])
+            logits = model(toks, positions=pos, block_ids=bid)[0, len(seq) :].float()
+            logits[:, mc.mask_token_id] = float("-inf")
+            conf, tok = torch.softmax(logits, -1).max(-1)
+            cand = sorted((i for i in range(length) if masked[i]), key=lambda i: -float(conf[i]))
+            need = max(1, math.ceil(len(cand) / max(cfg.steps - step, 1)))
+            if cfg.threshold is not None:
+                need = max(need, sum(float(conf[i]) >= cfg.threshold for i in cand))
+            for i in cand[:need]:
+                blk[i], masked[i] = int(tok[i]), False
+            if mc.end_token_id in [blk[i] for i in range(length) if not masked[i]]:
+                first = min(i for i in range(length) if not masked[i] and blk[i] == mc.end_token_id)
+                for i in range(first + 1, length):
+                    if masked[i]:
+                        blk[i], masked[i] = mc.end_token_id, False
+            step += 1
+        seq += blk
+        ids += [p + k] * length
+        k += 1
+        if mc.end_token_id in blk:
+            return out + blk[: blk.index(mc.end_token_id)]
+        out += blk
+    return out
+
+
+@pytest.mark.parametrize("threshold", [0.6, None])
+def test_cached_decoding_equals_uncached_reference(
+    block_model: Transformer, threshold: float | None
+) -> None:
+    cfg = GenerationConfig(max_new_tokens=10, block_length=4, steps=3, threshold=threshold)
+    engine = DiffusionEngine(block_model)
+    for prompt in PROMPTS:
+        assert engine.generate(prompt, cfg).sequences[0] == reference_decode(
+            block_model, prompt, cfg
+        )
+
+
+@pytest.mark.parametrize(
+    ("attention", "shift"), [("block", 0), ("bidirectional", 0), ("bidirectional", 1)]
+)
+def test_batch_equals_one_by_one(attention: str, shift: int) -> None:
+    model = make_model(make_config(attention, logits_shift=shift), seed=3)  # type: ignore[arg-type]
+    engine = DiffusionEngine(model)
+    cfg = GenerationConfig(max_new_tokens=9, block_length=4, steps=4, threshold=0.5)
+    batch = engine.generate(PROMPTS, cfg)
+    singles = [engine.generate(p, cfg) for p in PROMPTS]
+    assert batch.sequences == [s.sequences[0] for s in singles]
+    for row, single in zip(batch.stats.rows, singles, strict=True):
+        assert row.tokens == single.stats.rows[0].tokens
+        assert row.nfe == single.stats.rows[0].nfe
+
+
+def test_greedy_is_deterministic_and_seeded_sampling_reproducible(block_model: Transformer) -> None:
+    engine = DiffusionEngine(block_model)
+    greedy = GenerationConfig(max_new_tokens=8, block_length=4, steps=4)
+    assert engine.generate(PROMPTS, greedy).sequences == engine.generate(PROMPTS, greedy).sequences
+    hot = GenerationConfig(max_new_tokens=8, block_length=4, steps=4, temperature=5.0, seed=11)
+    first = engine.generate(PROMPTS[0], hot).sequences
+    assert engine.generate(PROMPTS[0], hot).sequences == first
+    other = GenerationConfig(max_new_tokens=8, block_length=4, steps=4, temperature=5.0, seed=12)
+    assert engine.generate(PROMPTS[0], other).sequences != first
+
+
+def test_top_p_restricts_samples_to_the_nucleus(block_model: Transformer) -> None:
+    engine = DiffusionEngine(block_model)
+    greedy = engine.generate(
+        PROMPTS[0], GenerationConfig(max_new_tokens=8, block_length=8, steps=8)
+    )
+    # A tiny nucleus keeps only the top token: sampling at any temperature equals greedy.
+    tight = GenerationConfig(
+        max_new_tokens=8, block_length=8, steps=8, temperature=3.0, top_p=1e-6, seed=1
+    )
+    assert engine.generate(PROMPTS[0], tight).sequences == greedy.sequences
+
+
+def test_steps_cap_and_threshold_set_the_number_of_forward_passes(block_model: Transformer) -> None:
+    engine = DiffusionEngine(block_model)
+    fixed = engine.generate(
+        PROMPTS[0], GenerationConfig(max_new_tokens=16, block_length=8, steps=2, threshold=None)
+    )
+    assert fixed.stats.nfe == 2 * 2 and fixed.stats.tokens == 16
+    assert fixed.stats.tokens_per_forward == pytest.approx(4.0)
+    one_step = engine.generate(
+        PROMPTS[0], GenerationConfig(max_new_tokens=16, block_length=8, steps=8, threshold=0.0)
+    )
+    assert one_step.stats.nfe == 2
+    serial = engine.generate(
+        PROMPTS[0], GenerationConfig(max_new_tokens=8, block_length=8, steps=8, threshold=None)
+    )
+    assert serial.stats.nfe == 8
+
+
+def test_stops_at_end_token_and_streams_blocks() -> None:
+    cfg_model = make_config("block")
+    model = EndAfter(cfg_model)
+    model.load_state_dict(make_model(cfg_model).state_dict())
+    model.eval()
+    model.end_position = 10  # prompt of 3 tokens: 7 answer tokens, then end
+    streamed: dict[int, list[int]] = {}
+    res = DiffusionEngine(model).generate(
+        [PROMPTS[1], PROMPTS[0]],
+        GenerationConfig(max_new_tokens=32, block_length=4, steps=4),
+        on_block=lambda row, toks: streamed.setdefault(row, []).extend(toks),
+    )
+    assert [len(s) for s in res.sequences] == [7, 3]
+    assert all(2 not in s for s in res.sequences)
+    assert [streamed[0], streamed[1]] == res.sequences
+    assert all(r.finished for r in res.stats.rows)
+    assert res.stats.tokens == 10
+    # Row 1 finished in its first block, row 0 in its second: the batch needs only 2 blocks.
+    assert res.stats.rows[1].nfe < res.stats.rows[0].nfe
+
+
+def test_text_prompts_round_trip_through_the_tokenizer(tokenizer, model_factory) -> None:
+    model = model_factory("block", vocab_size=tokenizer.vocab_size)
+    res = DiffusionEngine(model, tokenizer).generate(
+        "Where is order 58213?", GenerationConfig(max_new_tokens=6, block_length=3, steps=3)
+    )
+    assert res.text == tokenizer.decode(res.sequences[0])
+    assert res.stats.rows[0].prompt_tokens == len(tokenizer.encode("Where is order 58213?"))
+
+
+@pytest.mark.parametrize("jump", [False, True])
+def test_constraint_plumbing(block_model: Transformer, fixed_answer, jump: bool) -> None:
+    target = [40, 41, 42, 43, 44, 45]
+    cons = [fixed_answer(target, jump=jump), None]
+    res = DiffusionEngine(block_model).generate(
+        [PROMPTS[0], PROMPTS[1]],
+        GenerationConfig(max_new_tokens=16, block_length=4, steps=4),
+        constraints=cons,
+    )
+    assert res.sequences[0] == target
+    assert res.stats.rows[0].finished and cons[0].done
+    assert "finish_block" in cons[0].calls
+    if jump:
+        # Every token is forced: the constrained row never needs a forward pass.
+        assert res.stats.rows[0].forced_tokens == len(target)
+        assert res.stats.rows[0].nfe == 0
+        assert "propose" not in cons[0].calls
+    else:
+        assert res.stats.forced_tokens == 0
+        assert res.stats.rows[0].nfe >= 2
+    # The unconstrained row is unaffected by its neighbour's constraint.
+    alone = DiffusionEngine(block_model).generate(
+        PROMPTS[1], GenerationConfig(max_new_tokens=16, block_length=4, steps=4)
+    )
+    assert res.sequences[1] == alone.sequences[0]
+
+
+def test_prompt_longer_than_context_raises(block_model: Transformer) -> None:
+    engine = DiffusionEngine(block_model)
+    too_long = list(range(3, 3 + 10)) * 26  # 260 > max_seq_len 256
+    with pytest.raises(ContextLengthError) as info:
+        engine.generate(too_long, GenerationConfig(max_new_tokens=4))
+    assert info.value.prompt_tokens == 260 and info.value.max_tokens == 256
+    assert "260" in str(info.value) and "256" in str(info.value)
+
+
+def test_generation_is_clamped_to_the_context(block_model: Transformer) -> None:
+    prompt = [7] * 250
+    res = DiffusionEngine(block_model).generate(prompt, GenerationConfig(max_new_tokens=64))
+    assert len(res.sequences[0]) <= 6
+
+
+def test_bad_inputs_are_rejected(block_model: Transformer, causal_model: Transformer) -> None:
+    with pytest.raises(ValueError, match="causal"):
+        DiffusionEngine(causal_model)
+    engine = DiffusionEngine(block_model)
+    with pytest.raises(ValueError, match="tokenizer"):
+        engine.generate("text without a tokenizer")
+    with pytest.raises(ValueError, match="empty"):
+        engine.generate([[5], []])
+    with pytest.raises(ValueError, match="block_length"):
+        GenerationConfig(block_length=0)
+    with pytest.raises(ValueError, match="threshold"):
+        GenerationConfig(threshold=1.5)
