@@ -162,7 +162,7 @@ class ARDecoder:
             stats.rows[r].nfe += 1
             self._emit(r, first[r], out, stats, on_block, forced=True)
             nexts[r] = len(ids[r]) + len(first[r])
-            if not self._stopped(r, first[r], cons[r], out, budgets):
+            if not self._stopped(r, first[r], cons[r], out, budgets, stats):
                 live.append(r)
         keep = torch.tensor(live, dtype=torch.long, device=dev)
         if len(live) < b:
@@ -191,7 +191,7 @@ class ARDecoder:
                 pieces.append(piece)
                 self._emit(r, [tok], out, stats, on_block, forced=False)
                 self._emit(r, forced, out, stats, on_block, forced=True)
-                if not self._stopped(r, piece, c, out, budgets):
+                if not self._stopped(r, piece, c, out, budgets, stats):
                     still.append(i)
             step += 1
             if not still:
@@ -247,9 +247,11 @@ class ARDecoder:
         c: DecodeConstraint | None,
         out: list[list[int]],
         budgets: list[int],
+        stats: GenerationStats,
     ) -> bool:
         end_id = self.model.config.end_token_id
         ended = end_id is not None and end_id in piece
         if ended or (c is not None and c.done):
+            stats.rows[r].finished = True
             return True
         return len(out[r]) >= budgets[r]
