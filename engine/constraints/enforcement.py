@@ -1,0 +1,375 @@
+"""In-step constraint enforcement: the :class:`DecodeConstraint` the samplers drive.
+
+:class:`Constraint` holds what is compiled once per (constraint, tokenizer): the
+token automaton, its sweep tables and the forced-text index. Each request gets
+a :class:`ConstraintSession` (``constraint.session()``), which tracks the
+automaton state after the committed prefix and enforces the constraint inside
+each denoising step of a block:
+
+- sweeps: :func:`agentflow.kernels.automaton_sweep` over the block row (fixed
+  tokens and masks, entry state from the prefix, an unbounded future after it);
+- ``propose``: the model's own pick per masked position is checked first (fast
+  path); the allowed mask (:func:`agentflow.kernels.allowed_mask`) is built only
+  for positions where it fails, and :func:`agentflow.kernels.constrained_select`
+  picks again there. The Gumbel noise is keyed by row, so a sampled token that
+  passes the fast path is exactly the token the masked pick would return; its
+  confidence is then the unmasked probability (a lower bound of the masked one);
+- ``commit``: positions in confidence order, one by one, re-sweeping after each;
+- ``jump_forward``: forced tokens at the leftmost mask, without a forward pass.
+
+The same session masks autoregressive decoding (``next_token_mask``,
+``forced_tokens``, ``advance``, ``checkpoint``/``rollback``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from agentflow.kernels import (
+    Backend,
+    SweepTables,
+    allowed_mask,
+    automaton_sweep,
+    constrained_select,
+    pack_bits,
+    unpack_bits,
+)
+
+from ..errors import InfeasibleConstraintError
+from ..tokenizer import Tokenizer
+from .automaton import TokenAutomaton
+from .jump_forward import ForcedText
+
+#: Upper bound on the tokens :meth:`ConstraintSession.forced_tokens` returns at once.
+MAX_FORCED_TOKENS = 256
+
+
+class Constraint:
+    """A compiled constraint over one tokenizer; cheap to share, one :meth:`session` per request."""
+
+    def __init__(
+        self, automaton: TokenAutomaton, tokenizer: Tokenizer, *, backend: Backend = "auto"
+    ) -> None:
+        if automaton.vocab_size > tokenizer.vocab_size:
+            raise ValueError(
+                f"automaton vocabulary ({automaton.vocab_size}) exceeds the tokenizer's "
+                f"({tokenizer.vocab_size})"
+            )
+        if tokenizer.end_id is not None and tokenizer.end_id != automaton.end_token_id:
+            raise ValueError(
+                f"automaton end token {automaton.end_token_id} differs from the tokenizer's "
+                f"{tokenizer.end_id}"
+            )
+        self.automaton = automaton
+        self.tokenizer = tokenizer
+        self.backend: Backend = backend
+        self.tables = SweepTables.from_transitions(
+            automaton.num_states,
+            automaton.vocab_size,
+            automaton.offsets,
+            automaton.tokens,
+            automaton.next_states,
+            automaton.live,
+        )
+        self.forced = ForcedText.build(automaton, tokenizer)
+
+    @property
+    def vocab_size(self) -> int:
+        """Tokens the constraint knows; logits may have more columns (never allowed)."""
+        return self.automaton.vocab_size
+
+    def session(self) -> ConstraintSession:
+        """A fresh per-request state at the automaton's initial state."""
+        return ConstraintSession(self)
+
+
+class ConstraintSession:
+    """Per-request constraint state implementing :class:`~.protocol.DecodeConstraint`."""
+
+    def __init__(self, constraint: Constraint) -> None:
+        self._c = constraint
+        self._a = constraint.automaton
+        self._state = constraint.automaton.initial_state
+
+    # -- state --
+
+    @property
+    def state(self) -> int:
+        """The automaton state after the committed prefix."""
+        return self._state
+
+    @property
+    def done(self) -> bool:
+        """True once the end token has been committed from a final state."""
+        return self._state == self._a.done_state
+
+    def checkpoint(self) -> int:
+        """The prefix state (an int); pass it to :meth:`rollback`."""
+        return self._state
+
+    def rollback(self, snapshot: int) -> None:
+        """Restore the prefix state saved by :meth:`checkpoint`."""
+        if not 0 <= snapshot < self._a.num_states:
+            raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
+        self._state = snapshot
+
+    # -- sweeps --
+
+    def _sweep(self, tokens: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:
+        """bool forward/backward state sets [L + 1, S] for the block row."""
+        dev = self._c.tables.offsets.device
+        fwd, bwd = automaton_sweep(
+            tokens.to(dev, torch.int64).unsqueeze(0),
+            masked.to(dev).unsqueeze(0),
+            torch.tensor([self._state], dtype=torch.int64, device=dev),
+            self._c.tables,
+            backend=self._c.backend,
+        )
+        s = self._a.num_states
+        return unpack_bits(fwd[0], s), unpack_bits(bwd[0], s)
+
+    def _check_row(self, tokens: Tensor, masked: Tensor) -> None:
+        if tokens.dim() != 1 or masked.shape != tokens.shape or masked.dtype != torch.bool:
+            raise ValueError(
+                f"tokens must be [L] and masked bool [L]; got {tuple(tokens.shape)} and "
+                f"{masked.dtype} {tuple(masked.shape)}"
+            )
+
+    def _feasible(self, fwd: Tensor, bwd: Tensor) -> None:
+        if not bool((fwd[-1] & bwd[-1]).any()):
+            raise InfeasibleConstraintError(
+                f"no completion of this block satisfies the constraint (prefix state {self._state})"
+            )
+
+    def _allows(self, fwd: Tensor, bwd: Tensor, pos: int, token: int) -> bool:
+        """Is ``token`` allowed at masked ``pos`` given the sweeps?"""
+        if not 0 <= token < self._c.vocab_size:
+            return False
+        t = self._c.tables
+        lo, hi = int(t.tok_offsets[token]), int(t.tok_offsets[token + 1])
+        src, dst = t.tok_src[lo:hi].long(), t.tok_dst[lo:hi].long()
+        return bool((fwd[pos][src] & bwd[pos + 1][dst]).any())
+
+    def _masks(self, fwd: Tensor, bwd: Tensor, positions: Sequence[int]) -> Tensor:
+        """Packed allowed masks int32 [len(positions), ceil(V/32)]."""
+        idx = torch.tensor(list(positions), dtype=torch.int64)
+        packed_f = _pack(fwd[idx])
+        packed_b = _pack(bwd[idx + 1])
+        return allowed_mask(packed_f, packed_b, self._c.tables, backend=self._c.backend)
+
+    def _logits(self, logits: Tensor, length: int) -> Tensor:
+        v = self._c.vocab_size
+        if logits.dim() != 2 or logits.shape[0] != length or logits.shape[1] < v:
+            raise ValueError(f"logits must be [L={length}, >= {v}], got {tuple(logits.shape)}")
+        return logits[:, :v]
+
+    # -- block diffusion --
+
+    def propose(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> tuple[Tensor, Tensor]:
+        """Best allowed token and confidence per masked position (other entries: token as is, 0)."""
+        self._check_row(tokens, masked)
+        logits = self._logits(logits, tokens.shape[0])
+        out_tok = tokens.clone().to(torch.int64)
+        out_conf = torch.zeros(tokens.shape[0], dtype=torch.float32, device=logits.device)
+        positions = torch.nonzero(masked).flatten().tolist()
+        if not positions:
+            return out_tok, out_conf
+        fwd, bwd = self._sweep(tokens, masked)
+        self._feasible(fwd, bwd)
+        if seed is None and temperature > 0:
+            seed = int(torch.randint(0, 2**62, (1,)).item())
+        rows = logits[positions]
+        tok, conf = constrained_select(rows, None, temperature, seed, backend=self._c.backend)
+        fails = [
+            k for k, pos in enumerate(positions) if not self._allows(fwd, bwd, pos, int(tok[k]))
+        ]
+        if fails:
+            words = (self._c.vocab_size + 31) // 32
+            allowed = torch.full((len(positions), words), -1, dtype=torch.int32)
+            allowed[fails] = self._masks(fwd, bwd, [positions[k] for k in fails])
+            allowed = allowed.to(rows.device)
+            tok, conf = constrained_select(
+                rows, allowed, temperature, seed, backend=self._c.backend
+            )
+            if bool((tok < 0).any()):
+                raise InfeasibleConstraintError(
+                    "a masked position has no allowed token with a finite logit"
+                )
+        idx = torch.tensor(positions, dtype=torch.int64, device=out_tok.device)
+        out_tok[idx] = tok.to(out_tok.device)
+        out_conf[idx.to(out_conf.device)] = conf
+        return out_tok, out_conf
+
+    def commit(
+        self,
+        tokens: Tensor,
+        masked: Tensor,
+        order: Sequence[int],
+        proposal: Tensor,
+        logits: Tensor,
+        *,
+        temperature: float = 0.0,
+        seed: int | None = None,
+    ) -> list[int]:
+        """Commit proposals at ``order`` one by one, re-sweeping after each; return committed positions."""
+        self._check_row(tokens, masked)
+        length = tokens.shape[0]
+        for pos in order:
+            if not 0 <= pos < length or not bool(masked[pos]):
+                raise ValueError(f"position {pos} is not a masked position of this block")
+        committed: list[int] = []
+        fwd, bwd = self._sweep(tokens, masked)
+        self._feasible(fwd, bwd)
+        for pos in order:
+            token = int(proposal[pos])
+            if not self._allows(fwd, bwd, pos, token):
+                continue
+            tokens[pos] = token
+            masked[pos] = False
+            committed.append(pos)
+            fwd, bwd = self._sweep(tokens, masked)
+        if committed or not order:
+            return committed
+        # Every proposal was invalidated: pick again at the most confident position.
+        pos = order[0]
+        rows = self._logits(logits, length)[pos : pos + 1]
+        allowed = self._masks(fwd, bwd, [pos]).to(rows.device)
+        tok, _ = constrained_select(rows, allowed, temperature, seed, backend=self._c.backend)
+        token = int(tok[0])
+        if token < 0:
+            raise InfeasibleConstraintError(f"no allowed token at block position {pos}")
+        tokens[pos] = token
+        masked[pos] = False
+        return [pos]
+
+    def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
+        """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""
+        self._check_row(tokens, masked)
+        filled = 0
+        while bool(masked.any()):
+            start = int(torch.nonzero(masked)[0])
+            fwd, bwd = self._sweep(tokens, masked)
+            self._feasible(fwd, bwd)
+            states = torch.nonzero(fwd[start] & bwd[start]).flatten()
+            if states.numel() != 1:
+                break
+            run = self._forced_run(int(states[0]), start, tokens, masked, bwd)
+            if not run:
+                break
+            for k, token in enumerate(run):
+                tokens[start + k] = token
+                masked[start + k] = False
+            filled += len(run)
+        return filled
+
+    def _forced_run(
+        self, state: int, start: int, tokens: Tensor, masked: Tensor, bwd: Tensor
+    ) -> list[int]:
+        """Forced tokens from ``state`` at ``start`` that fit the masks and keep the block feasible."""
+        length = tokens.shape[0]
+        room = 0
+        while start + room < length and bool(masked[start + room]):
+            room += 1
+        return self._forced_from(state, room, lambda k: bwd[start + k + 1])
+
+    def _single_token(self, state: int, ok: Tensor) -> tuple[int, int] | None:
+        """(token, next state) when exactly one token leads from ``state`` into ``ok``."""
+        a = self._a
+        lo, hi = int(a.offsets[state]), int(a.offsets[state + 1])
+        viable = torch.nonzero(ok[a.next_states[lo:hi].long()]).flatten()
+        if viable.numel() != 1:
+            return None
+        k = lo + int(viable[0])
+        return int(a.tokens[k]), int(a.next_states[k])
+
+    def _forced_from(
+        self, state: int, room: int, allowed_after: Callable[[int], Tensor]
+    ) -> list[int]:
+        """Up to ``room`` forced tokens from ``state``.
+
+        ``allowed_after(k)`` is the bool [S] set the state after the k-th token
+        must belong to (the backward sweep, or ``live`` for an unbounded future).
+        """
+        a, forced = self._a, self._c.forced
+        live = a.live.to(torch.bool)
+        run: list[int] = []
+        while len(run) < room:
+            single = self._single_token(state, allowed_after(len(run)))
+            if single is not None:  # e.g. the end token after DONE
+                run.append(single[0])
+                state = single[1]
+                continue
+            ids = forced.tokenize(forced.forced_bytes(state, live))
+            steps: list[tuple[int, int]] = []  # (state before, token)
+            cur = state
+            for tid in ids[: room - len(run)]:
+                nxt = a.step(cur, tid)
+                if nxt < 0 or not bool(allowed_after(len(run) + len(steps))[nxt]):
+                    break
+                steps.append((cur, tid))
+                cur = nxt
+            if (
+                steps
+                and len(steps) == len(ids)
+                and not bool(a.final[cur])
+                and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
+            ):
+                steps.pop()  # leave the boundary token to the model: a longer token may fit
+                cur = a.step(*steps[-1]) if steps else state
+            if not steps:
+                break
+            run.extend(tid for _, tid in steps)
+            state = cur
+            if len(steps) < len(ids):
+                break
+        return run
+
+    def finish_block(self, tokens: Tensor) -> None:
+        """Advance the prefix state over a fully committed block."""
+        self.advance(tokens.tolist())
+
+    # -- autoregressive decoding --
+
+    def next_token_mask(self) -> Tensor:
+        """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
+        s = self._a.num_states
+        fwd = torch.zeros(1, s, dtype=torch.bool)
+        fwd[0, self._state] = True
+        bwd = self._a.live.to(torch.bool).unsqueeze(0)
+        dev = self._c.tables.offsets.device
+        return allowed_mask(
+            _pack(fwd).to(dev), _pack(bwd).to(dev), self._c.tables, backend=self._c.backend
+        )[0]
+
+    def forced_tokens(self) -> list[int]:
+        """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""
+        live = self._a.live.to(torch.bool)
+        return self._forced_from(self._state, MAX_FORCED_TOKENS, lambda _k: live)
+
+    def advance(self, token_ids: Sequence[int]) -> None:
+        """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
+        state = self._state
+        for pos, token in enumerate(token_ids):
+            nxt = self._a.step(state, int(token)) if 0 <= int(token) < self._a.vocab_size else -1
+            if nxt < 0 or not bool(self._a.live[nxt]):
+                raise InfeasibleConstraintError(
+                    f"token {int(token)} at offset {pos} is not allowed in automaton state {state}"
+                )
+            state = nxt
+        self._state = state
+
+
+def _pack(sets: Tensor) -> Tensor:
+    """bool [P, S] → int32 [P, ceil(S/32)]."""
+    return pack_bits(sets)
