@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
+from .autoregressive import ARDecoder, causal_forward
 from .chat_template import ChatMessage, ToolSpec, render_prompt
+from .checkpoint_formats import SUPPORTED_FORMATS
+from .checkpoints import (
+    DEFAULT_MODEL,
+    PACKAGED_MODELS,
+    LoadedModel,
+    load_checkpoint,
+    resolve_model_path,
+    save_checkpoint,
+)
+from .decode_batch import Segment
 from .errors import (
     CheckpointError,
     ContextLengthError,
@@ -11,35 +22,40 @@ from .errors import (
     SchemaError,
     TokenizerMismatchError,
 )
-from .autoregressive import ARDecoder, causal_forward
-from .decode_batch import Segment
 from .generation import GenerationConfig, GenerationResult, GenerationStats, RowStats
 from .model import KVCache, ModelConfig, Transformer
 from .sampler import BlockOutcome, DiffusionEngine, denoise_block
 from .tokenizer import Tokenizer
 
 __all__ = [
+    "DEFAULT_MODEL",
+    "PACKAGED_MODELS",
+    "SUPPORTED_FORMATS",
     "ARDecoder",
     "BlockOutcome",
-    "DiffusionEngine",
-    "GenerationConfig",
-    "GenerationResult",
-    "GenerationStats",
-    "RowStats",
-    "Segment",
-    "causal_forward",
-    "denoise_block",
     "ChatMessage",
     "CheckpointError",
     "ContextLengthError",
+    "DiffusionEngine",
     "EngineError",
+    "GenerationConfig",
+    "GenerationResult",
+    "GenerationStats",
     "InfeasibleConstraintError",
     "KVCache",
+    "LoadedModel",
     "ModelConfig",
+    "RowStats",
     "SchemaError",
+    "Segment",
     "Tokenizer",
     "TokenizerMismatchError",
     "ToolSpec",
     "Transformer",
+    "causal_forward",
+    "denoise_block",
+    "load_checkpoint",
     "render_prompt",
+    "resolve_model_path",
+    "save_checkpoint",
 ]
