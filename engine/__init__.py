@@ -23,6 +23,7 @@ from .errors import (
     TokenizerMismatchError,
 )
 from .generation import GenerationConfig, GenerationResult, GenerationStats, RowStats
+from .hf_chat_template import ChatTemplateError, HFChatTemplate, render_conversation
 from .model import KVCache, ModelConfig, Transformer
 from .sampler import BlockOutcome, DiffusionEngine, denoise_block
 from .tokenizer import Tokenizer
@@ -34,6 +35,7 @@ __all__ = [
     "ARDecoder",
     "BlockOutcome",
     "ChatMessage",
+    "ChatTemplateError",
     "CheckpointError",
     "ContextLengthError",
     "DiffusionEngine",
@@ -41,6 +43,7 @@ __all__ = [
     "GenerationConfig",
     "GenerationResult",
     "GenerationStats",
+    "HFChatTemplate",
     "InfeasibleConstraintError",
     "KVCache",
     "LoadedModel",
@@ -55,6 +58,7 @@ __all__ = [
     "causal_forward",
     "denoise_block",
     "load_checkpoint",
+    "render_conversation",
     "render_prompt",
     "resolve_model_path",
     "save_checkpoint",
