@@ -62,7 +62,7 @@ def _sweep_kernel(
 
     entry = tl.load(entry_ptr + b).to(tl.int32)
     tl.atomic_or(row_fwd + entry // 32, 1 << (entry % 32))
-    exit_words = tl.load(exit_ptr + words, mask=wok, other=0)
+    exit_words = tl.load(exit_ptr + b * W + words, mask=wok, other=0)
     tl.store(row_bwd + L * W + words, exit_words, mask=wok)
     tl.debug_barrier()
 
@@ -125,7 +125,7 @@ def _sweep_kernel(
 
 
 def launch(
-    tokens: Tensor, masked: Tensor, entry: Tensor, tables: SweepTables
+    tokens: Tensor, masked: Tensor, entry: Tensor, tables: SweepTables, exits: Tensor
 ) -> tuple[Tensor, Tensor]:
     """Run the sweep kernel; returns zero-initialised buffers filled by the kernel."""
     b, length = tokens.shape
@@ -146,7 +146,7 @@ def launch(
         tables.tok_offsets,
         tables.tok_src,
         tables.tok_dst,
-        tables.exit_bits,
+        exits.contiguous(),
         length,
         tables.num_states,
         w,

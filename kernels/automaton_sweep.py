@@ -7,8 +7,10 @@ For a block row of ``L`` positions (``tokens``, ``masked``) entered in state
   ``forward[0] = {entry}``; a fixed token ``t`` maps each state ``q`` to ``δ(q, t)``
   (dropping states without that transition); a mask maps it to all successors.
 - ``backward[i]`` is the set of states from which positions ``i .. L-1`` can be
-  passed and end in ``exit`` (the states from which acceptance stays reachable:
-  an unbounded future after the block): ``backward[L] = exit``.
+  passed and end in ``exit``: ``backward[L] = exit``. By default ``exit`` is
+  ``tables.exit_bits`` (the states from which acceptance stays reachable: an
+  unbounded future after the block); a caller with a token budget passes the
+  states that can still reach acceptance within it.
 
 Both are int32 bitsets ``[B, L + 1, ceil(S/32)]`` (see :mod:`.bitmask`). The block
 is feasible iff ``forward[i] ∩ backward[i]`` is non-empty (for any ``i``); a token
@@ -24,6 +26,18 @@ from torch import Tensor
 from ._backend import Backend, resolve_backend
 from .bitmask import pack_bits, unpack_bits
 from .sweep_tables import SweepTables
+
+
+def _exit_rows(exit_states: Tensor | None, rows: int, tables: SweepTables) -> Tensor:
+    words = tables.state_words
+    if exit_states is None:
+        return tables.exit_bits.unsqueeze(0).expand(rows, words)
+    if exit_states.shape != (rows, words) or exit_states.dtype != torch.int32:
+        raise ValueError(
+            f"exit_states must be int32 [B, {words}] = [{rows}, {words}], "
+            f"got {exit_states.dtype} {tuple(exit_states.shape)}"
+        )
+    return exit_states
 
 
 def _check(tokens: Tensor, masked: Tensor, entry: Tensor, tables: SweepTables) -> None:
@@ -43,17 +57,22 @@ def _check(tokens: Tensor, masked: Tensor, entry: Tensor, tables: SweepTables) -
 
 
 def automaton_sweep_reference(
-    tokens: Tensor, masked: Tensor, entry: Tensor, tables: SweepTables
+    tokens: Tensor,
+    masked: Tensor,
+    entry: Tensor,
+    tables: SweepTables,
+    exit_states: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
     """PyTorch reference of :func:`automaton_sweep`, same signature and results."""
     _check(tokens, masked, entry, tables)
+    exits = _exit_rows(exit_states, tokens.shape[0], tables)
     b, length = tokens.shape
     s = tables.num_states
     device = tokens.device
     fwd = torch.zeros(b, length + 1, s, dtype=torch.bool, device=device)
     bwd = torch.zeros(b, length + 1, s, dtype=torch.bool, device=device)
     fwd[torch.arange(b, device=device), 0, entry.long()] = True
-    bwd[:, length] = unpack_bits(tables.exit_bits, s)
+    bwd[:, length] = unpack_bits(exits, s)
     tok_offsets = tables.tok_offsets.tolist()
     src, dst = tables.tok_src.long(), tables.tok_dst.long()
     rows_tokens, rows_masked = tokens.tolist(), masked.tolist()
@@ -82,6 +101,7 @@ def automaton_sweep(
     masked: Tensor,
     entry: Tensor,
     tables: SweepTables,
+    exit_states: Tensor | None = None,
     *,
     backend: Backend = "auto",
 ) -> tuple[Tensor, Tensor]:
@@ -89,11 +109,14 @@ def automaton_sweep(
 
     ``tokens`` int64 ``[B, L]`` (ignored where masked), ``masked`` bool ``[B, L]``,
     ``entry`` int64 ``[B]`` the state each row starts in, ``tables`` the
-    automaton's :class:`SweepTables`. See the module docstring.
+    automaton's :class:`SweepTables`, ``exit_states`` optional int32 ``[B, ceil(S/32)]``
+    state sets allowed after each row (default: ``tables.exit_bits``). See the
+    module docstring.
     """
     if resolve_backend(backend, tokens.device) == "torch":
-        return automaton_sweep_reference(tokens, masked, entry, tables)
+        return automaton_sweep_reference(tokens, masked, entry, tables, exit_states)
     _check(tokens, masked, entry, tables)
+    exits = _exit_rows(exit_states, tokens.shape[0], tables)
     from ._automaton_sweep_triton import launch
 
-    return launch(tokens, masked, entry, tables)
+    return launch(tokens, masked, entry, tables, exits)

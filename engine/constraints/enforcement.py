@@ -75,24 +75,34 @@ class Constraint:
             automaton.live,
         )
         self.forced = ForcedText.build(automaton, tokenizer)
+        self.distance = _distance_to_done(self.tables, automaton.done_state)
 
     @property
     def vocab_size(self) -> int:
         """Tokens the constraint knows; logits may have more columns (never allowed)."""
         return self.automaton.vocab_size
 
-    def session(self) -> ConstraintSession:
-        """A fresh per-request state at the automaton's initial state."""
-        return ConstraintSession(self)
+    def session(self, max_tokens: int | None = None) -> ConstraintSession:
+        """A fresh per-request state at the automaton's initial state.
+
+        With ``max_tokens`` (the request's ``max_new_tokens``) the session only
+        allows tokens after which the end can still be reached within the
+        budget, so the answer is complete when the budget runs out.
+        """
+        if max_tokens is not None and max_tokens < 1:
+            raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
+        return ConstraintSession(self, max_tokens)
 
 
 class ConstraintSession:
     """Per-request constraint state implementing :class:`~.protocol.DecodeConstraint`."""
 
-    def __init__(self, constraint: Constraint) -> None:
+    def __init__(self, constraint: Constraint, max_tokens: int | None = None) -> None:
         self._c = constraint
         self._a = constraint.automaton
         self._state = constraint.automaton.initial_state
+        self._max_tokens = max_tokens
+        self._used = 0  # tokens of the committed prefix
 
     # -- state --
 
@@ -106,26 +116,40 @@ class ConstraintSession:
         """True once the end token has been committed from a final state."""
         return self._state == self._a.done_state
 
-    def checkpoint(self) -> int:
-        """The prefix state (an int); pass it to :meth:`rollback`."""
-        return self._state
+    def checkpoint(self) -> tuple[int, int]:
+        """The prefix state (automaton state, tokens used); pass it to :meth:`rollback`."""
+        return (self._state, self._used)
 
-    def rollback(self, snapshot: int) -> None:
+    def rollback(self, snapshot: tuple[int, int]) -> None:
         """Restore the prefix state saved by :meth:`checkpoint`."""
-        if not 0 <= snapshot < self._a.num_states:
+        state, used = snapshot
+        if not 0 <= state < self._a.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
-        self._state = snapshot
+        self._state, self._used = state, used
+
+    def _exit(self, after: int) -> Tensor:
+        """bool [S]: states allowed once ``after`` more tokens follow the prefix."""
+        live = self._a.live.to(torch.bool)
+        if self._max_tokens is None:
+            return live
+        # A block running past the budget must have ended (be in DONE) by its last position.
+        left = max(self._max_tokens - self._used - after, 0)
+        return live & (self._c.distance <= left)
 
     # -- sweeps --
 
     def _sweep(self, tokens: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:
         """bool forward/backward state sets [L + 1, S] for the block row."""
         dev = self._c.tables.offsets.device
+        exits = None
+        if self._max_tokens is not None:
+            exits = pack_bits(self._exit(tokens.shape[0]).unsqueeze(0)).to(dev)
         fwd, bwd = automaton_sweep(
             tokens.to(dev, torch.int64).unsqueeze(0),
             masked.to(dev).unsqueeze(0),
             torch.tensor([self._state], dtype=torch.int64, device=dev),
             self._c.tables,
+            exits,
             backend=self._c.backend,
         )
         s = self._a.num_states
@@ -156,8 +180,8 @@ class ConstraintSession:
     def _masks(self, fwd: Tensor, bwd: Tensor, positions: Sequence[int]) -> Tensor:
         """Packed allowed masks int32 [len(positions), ceil(V/32)]."""
         idx = torch.tensor(list(positions), dtype=torch.int64)
-        packed_f = _pack(fwd[idx])
-        packed_b = _pack(bwd[idx + 1])
+        packed_f = pack_bits(fwd[idx])
+        packed_b = pack_bits(bwd[idx + 1])
         return allowed_mask(packed_f, packed_b, self._c.tables, backend=self._c.backend)
 
     def _logits(self, logits: Tensor, length: int) -> Tensor:
@@ -294,7 +318,12 @@ class ConstraintSession:
         return int(a.tokens[k]), int(a.next_states[k])
 
     def _forced_from(
-        self, state: int, room: int, allowed_after: Callable[[int], Tensor]
+        self,
+        state: int,
+        room: int,
+        allowed_after: Callable[[int], Tensor],
+        *,
+        stop_at_end: bool = False,
     ) -> list[int]:
         """Up to ``room`` forced tokens from ``state``.
 
@@ -309,6 +338,8 @@ class ConstraintSession:
             if single is not None:  # e.g. the end token after DONE
                 run.append(single[0])
                 state = single[1]
+                if stop_at_end and state == a.done_state:
+                    break
                 continue
             ids = forced.tokenize(forced.forced_bytes(state, live))
             steps: list[tuple[int, int]] = []  # (state before, token)
@@ -346,16 +377,19 @@ class ConstraintSession:
         s = self._a.num_states
         fwd = torch.zeros(1, s, dtype=torch.bool)
         fwd[0, self._state] = True
-        bwd = self._a.live.to(torch.bool).unsqueeze(0)
+        bwd = self._exit(1).unsqueeze(0)
         dev = self._c.tables.offsets.device
         return allowed_mask(
-            _pack(fwd).to(dev), _pack(bwd).to(dev), self._c.tables, backend=self._c.backend
+            pack_bits(fwd).to(dev), pack_bits(bwd).to(dev), self._c.tables, backend=self._c.backend
         )[0]
 
     def forced_tokens(self) -> list[int]:
         """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""
-        live = self._a.live.to(torch.bool)
-        return self._forced_from(self._state, MAX_FORCED_TOKENS, lambda _k: live)
+        if self.done:
+            return []
+        return self._forced_from(
+            self._state, MAX_FORCED_TOKENS, lambda k: self._exit(k + 1), stop_at_end=True
+        )
 
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
@@ -368,8 +402,20 @@ class ConstraintSession:
                 )
             state = nxt
         self._state = state
+        self._used += len(token_ids)
 
 
-def _pack(sets: Tensor) -> Tensor:
-    """bool [P, S] → int32 [P, ceil(S/32)]."""
-    return pack_bits(sets)
+def _distance_to_done(tables: SweepTables, done: int) -> Tensor:
+    """int64 [S]: fewest tokens from each state to ``done`` (a large number when unreachable)."""
+    s = tables.num_states
+    unreachable = s + 1
+    dist = torch.full((s,), unreachable, dtype=torch.int64)
+    dist[done] = 0
+    src, dst = tables.succ_src.cpu(), tables.succ_dst.cpu()
+    for d in range(1, s + 1):
+        reach = src[dist[dst] == d - 1]
+        fresh = reach[dist[reach] == unreachable]
+        if fresh.numel() == 0:
+            break
+        dist[fresh] = d
+    return dist
