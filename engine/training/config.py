@@ -1,0 +1,111 @@
+"""The training configuration file (one JSON per model, see ``configs/``)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Literal
+
+from ..model import ModelConfig
+
+Objective = Literal["diffusion", "autoregressive"]
+
+
+@dataclass
+class TokenizerSettings:
+    """Where the shared tokenizer lives and how it is trained when missing."""
+
+    path: str = "train_out/tokenizer.json"
+    samples: int = 20000
+    vocab_size: int = 2048
+    seed: int = 0
+
+
+@dataclass
+class DataSettings:
+    """How many corpus samples to draw, and the longest sequence kept."""
+
+    train_samples: int = 80000
+    heldout_samples: int = 64
+    seed: int = 0
+    max_len: int = 384
+
+
+@dataclass
+class OptimSettings:
+    """Optimizer, schedule, noising and bookkeeping."""
+
+    batch_size: int = 8
+    lr: float = 1.5e-3
+    min_lr_ratio: float = 0.1
+    warmup_steps: int = 100
+    max_steps: int = 2000
+    weight_decay: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.95)
+    grad_clip: float = 1.0
+    noise_copies: int = 2
+    min_rate: float = 0.1
+    threads: int = 1
+    checkpoint_minutes: float = 5.0
+    log_every: int = 25
+    seed: int = 0
+
+
+@dataclass
+class TrainConfig:
+    """Everything one ``agentflow train`` run needs."""
+
+    name: str
+    objective: Objective
+    model: ModelConfig
+    out_dir: str
+    export_dir: str
+    tokenizer: TokenizerSettings = field(default_factory=TokenizerSettings)
+    data: DataSettings = field(default_factory=DataSettings)
+    optim: OptimSettings = field(default_factory=OptimSettings)
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
+        def build(kind: type, value: dict[str, Any] | None, section: str) -> Any:
+            value = dict(value or {})
+            names = {f.name for f in fields(kind)}
+            unknown = sorted(set(value) - names)
+            if unknown:
+                raise ValueError(f"unknown keys in training config section {section!r}: {unknown}")
+            if "betas" in value:
+                value["betas"] = tuple(value["betas"])
+            return kind(**value)
+
+        missing = [
+            k for k in ("name", "objective", "model", "out_dir", "export_dir") if k not in raw
+        ]
+        if missing:
+            raise ValueError(f"training config is missing {missing}")
+        if raw["objective"] not in ("diffusion", "autoregressive"):
+            raise ValueError(
+                f"objective must be 'diffusion' or 'autoregressive', got {raw['objective']!r}"
+            )
+        model = ModelConfig.from_dict(raw["model"])
+        return cls(
+            name=raw["name"],
+            objective=raw["objective"],
+            model=model,
+            out_dir=raw["out_dir"],
+            export_dir=raw["export_dir"],
+            tokenizer=build(TokenizerSettings, raw.get("tokenizer"), "tokenizer"),
+            data=build(DataSettings, raw.get("data"), "data"),
+            optim=build(OptimSettings, raw.get("optim"), "optim"),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> TrainConfig:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"training config not found: {path}")
+        return cls.from_dict(json.loads(path.read_text()))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["model"] = self.model.to_dict()
+        return out

@@ -1,0 +1,436 @@
+"""Seeded generator of agent conversations in the embedded chat template.
+
+Each :class:`Sample` is a conversation whose *last* assistant turn is the training
+target (everything before it is context): a tool call, parallel tool calls, a final
+answer composed from a tool result, or a reply that needs no tool. Tools are
+randomized per sample (names, descriptions, parameter names, optional/nullable
+forms, extra unused parameters, 2–8 tools with look-alike distractors), so the
+model has to read the tool list and copy argument values from the user's words.
+
+``split="heldout"`` draws from the held-out parts of every pool (tool-name verbs,
+descriptions, parameter names, request templates, chatter, instructions), which
+training never sees.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..chat_template import (
+    ChatMessage,
+    ToolSpec,
+    compact_json,
+    format_final,
+    format_tool_calls,
+    render_prompt,
+)
+from . import domain_itops, domain_support, phrasing
+from .concepts import Concept, Param, Split, split_pool
+from .slots import Drawn
+
+ALL_CONCEPTS: tuple[Concept, ...] = (
+    domain_support.CONCEPTS + domain_itops.CONCEPTS + domain_itops.GENERAL
+)
+_KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
+_DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
+_EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("dry_run", {"type": "boolean"}),
+    ("timeout", {"type": "integer"}),
+    ("locale", {"type": "string"}),
+    ("verbose", {"type": "boolean"}),
+    ("region", {"type": "string"}),
+    ("max_retries", {"type": "integer"}),
+    ("tags", {"type": "array", "items": {"type": "string"}}),
+    ("notes", {"type": "string"}),
+)
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One conversation; ``target`` is the action JSON of its last assistant turn."""
+
+    tools: tuple[ToolSpec, ...]
+    messages: tuple[ChatMessage, ...]
+    target: str
+    domain: str
+    kind: str
+    instructions: str | None = None
+    calls: tuple[tuple[str, dict[str, Any]], ...] = ()
+    final: str | None = None
+    # Argument surfaces that must appear verbatim in the last user message.
+    copied: tuple[str, ...] = field(default=())
+
+    def prompt(self) -> str:
+        """The rendered context, ending with ``<|assistant|>``."""
+        return render_prompt(self.messages, self.tools, instructions=self.instructions)
+
+
+@dataclass
+class _Tool:
+    concept: Concept
+    spec: ToolSpec
+    keys: dict[str, str]  # role -> parameter name
+    params: list[Param]
+    forced: set[str] = field(default_factory=set)  # optional roles this tool declares required
+
+
+@dataclass
+class _Request:
+    text: str
+    calls: list[tuple[str, dict[str, Any]]]
+    by_role: list[dict[str, Any]]
+    copied: list[str]
+
+
+def _tool_name(verb: str, noun: str, rng: random.Random) -> str:
+    style = rng.random()
+    if style < 0.6:
+        return f"{verb}_{noun}"
+    parts = f"{verb}_{noun}".split("_")
+    if style < 0.9:
+        return parts[0] + "".join(p.capitalize() for p in parts[1:])
+    return f"{noun}_{verb}"
+
+
+def _base_schema(param: Param, rng: random.Random) -> dict[str, Any]:
+    if param.kind == "enum":
+        return {"type": "string", "enum": list(param.enum)}
+    if param.kind == "array":
+        return {"type": "array", "items": {"type": param.item_kind}}
+    if param.kind == "object":
+        assert param.schema is not None, param.role
+        return param.schema(rng)
+    return {"type": param.kind}
+
+
+class CorpusGenerator:
+    """Draws :class:`Sample` s for one split from one seed (fully reproducible)."""
+
+    def __init__(self, split: Split = "train", seed: int = 0) -> None:
+        if split not in ("train", "heldout"):
+            raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+        self.split: Split = split
+        self.rng = random.Random(f"{split}:{seed}")
+        self.by_domain: dict[str, list[Concept]] = {}
+        for concept in ALL_CONCEPTS:
+            self.by_domain.setdefault(concept.domain, []).append(concept)
+
+    def _pool(self, pool: Any) -> list[Any]:
+        return split_pool(pool, self.split)
+
+    # -- tools ---------------------------------------------------------------
+
+    def make_tool(self, concept: Concept, taken: set[str]) -> _Tool:
+        """A randomized tool for ``concept`` whose name is not in ``taken``."""
+        rng = self.rng
+        verbs, nouns = self._pool(concept.verbs), list(concept.nouns)
+        name = _tool_name(rng.choice(verbs), rng.choice(nouns), rng)
+        for _ in range(20):
+            if name not in taken:
+                break
+            name = _tool_name(rng.choice(verbs), rng.choice(nouns), rng)
+        else:
+            name = f"{name}_{len(taken)}"
+        properties: dict[str, Any] = {}
+        required: list[str] = []
+        keys: dict[str, str] = {}
+        params: list[Param] = []
+        forced: set[str] = set()
+        for param in concept.params:
+            if not param.required and rng.random() < 0.2:
+                continue
+            is_required = param.required
+            if not param.required and rng.random() < 0.25:
+                forced.add(param.role)
+                is_required = True
+            options = [k for k in self._pool(param.keys) if k not in properties]
+            key = rng.choice(options or [f"{param.role}_arg"])
+            schema = _base_schema(param, rng)
+            if param.descs and rng.random() < 0.3:
+                schema["description"] = rng.choice(self._pool(param.descs))
+            if not is_required and rng.random() < 0.5:
+                schema = {"anyOf": [schema, {"type": "null"}], "default": None}
+            properties[key] = schema
+            if is_required:
+                required.append(key)
+            keys[param.role] = key
+            params.append(param)
+        if rng.random() < 0.2:
+            extra, schema = rng.choice(_EXTRA_PARAMS)
+            if extra not in properties:
+                properties[extra] = dict(schema)
+        description = "" if rng.random() < 0.1 else rng.choice(self._pool(concept.descs))
+        parameters = {"type": "object", "properties": properties, "required": required}
+        return _Tool(concept, ToolSpec(name, description, parameters), keys, params, forced)
+
+    def _toolset(self, wanted: list[Concept]) -> tuple[list[_Tool], list[_Tool]]:
+        """Tools for ``wanted`` plus 0–6 distractors, shuffled; returns (all, wanted tools)."""
+        rng = self.rng
+        total = max(len(wanted), min(8, rng.choice((2, 2, 3, 3, 3, 4, 4, 5, 6, 7, 8))))
+        chosen = list(wanted)
+        same = [c for c in ALL_CONCEPTS if c.domain == wanted[0].domain and c not in chosen]
+        others = [c for c in ALL_CONCEPTS if c not in chosen]
+        while len(chosen) < total:
+            pool = same if same and rng.random() < 0.6 else others
+            pool = [c for c in pool if c not in chosen]
+            if not pool:
+                break
+            chosen.append(rng.choice(pool))
+        taken: set[str] = set()
+        tools: list[_Tool] = []
+        for concept in chosen:
+            tool = self.make_tool(concept, taken)
+            taken.add(tool.spec.name)
+            tools.append(tool)
+        primary = tools[: len(wanted)]
+        rng.shuffle(tools)
+        return tools, primary
+
+    # -- requests ------------------------------------------------------------
+
+    def _fill(self, template: str, drawn: dict[str, Drawn], casing: str, typo: bool) -> str:
+        out: list[str] = []
+        pos = 0
+        for m in _PLACEHOLDER.finditer(template):
+            out.append(phrasing.vary_literal(template[pos : m.start()], self.rng, casing, typo))
+            out.append(drawn[m.group(1)].surface)
+            pos = m.end()
+        out.append(phrasing.vary_literal(template[pos:], self.rng, casing, typo))
+        return "".join(out)
+
+    def _request(self, tool: _Tool, casing: str) -> _Request:
+        rng = self.rng
+        concept = tool.concept
+        drawn = {p.role: p.draw(rng) for p in tool.params if p.required}
+        typo = rng.random() < 0.08
+        text = self._fill(rng.choice(self._pool(concept.requests)), drawn, casing, typo)
+        for param in tool.params:
+            if param.required or (param.role not in tool.forced and rng.random() < 0.5):
+                continue
+            value = param.draw(rng)
+            if param.kind == "boolean":
+                phrases = param.mention if value.value else param.mention_false
+                phrase = rng.choice(self._pool(phrases))
+                text += " " + phrasing.vary_literal(phrase, rng, casing, False)
+            else:
+                phrase = rng.choice(self._pool(param.mention))
+                text += " " + self._fill(phrase, {"v": value}, casing, False)
+            drawn[param.role] = value
+        by_role = {role: d.value for role, d in drawn.items()}
+        args = {tool.keys[p.role]: drawn[p.role].value for p in tool.params if p.role in drawn}
+        copied = [d.surface for d in drawn.values() if d.copied and d.surface]
+        return _Request(text, [(tool.spec.name, args)], [by_role], copied)
+
+    def _decorate(self, text: str, casing: str, protect: Sequence[str] = ()) -> str:
+        """Add chatter around ``text``; never change the case of a ``protect`` ed value."""
+        rng = self.rng
+        starts_with_value = any(text.startswith(v) for v in protect if v)
+        if rng.random() < 0.3:
+            text = rng.choice(self._pool(phrasing.PREFIXES)) + " " + text
+        elif (
+            casing == "plain"
+            and rng.random() < 0.6
+            and text[:1].isalpha()
+            and not starts_with_value
+        ):
+            text = text[0].upper() + text[1:]
+        if rng.random() < 0.3:
+            text = (
+                text
+                + rng.choice((" ", ", ", ". ", " - "))
+                + rng.choice(self._pool(phrasing.SUFFIXES))
+            )
+        return text
+
+    def _casing(self) -> str:
+        r = self.rng.random()
+        return "lower" if r < 0.1 else "upper" if r < 0.13 else "plain"
+
+    # -- samples -------------------------------------------------------------
+
+    def _concept(self, domain: str | None = None) -> Concept:
+        rng = self.rng
+        if domain is None:
+            domain = rng.choices(list(_DOMAIN_WEIGHTS), weights=list(_DOMAIN_WEIGHTS.values()))[0]
+        return rng.choice(self.by_domain[domain])
+
+    def _instructions(self) -> str | None:
+        if self.rng.random() < 0.4:
+            return None
+        return self.rng.choice(self._pool(phrasing.INSTRUCTIONS))
+
+    def sample(self) -> Sample:
+        """Draw one sample."""
+        rng = self.rng
+        kind = rng.choices(list(_KIND_WEIGHTS), weights=list(_KIND_WEIGHTS.values()))[0]
+        if kind == "no_tool":
+            return self._no_tool()
+        if kind == "chain":
+            return self._chain()
+        first = self._concept()
+        if kind == "parallel":
+            second = self._concept(first.domain if rng.random() < 0.7 else None)
+            wanted = [first] if second is first else [first, second]
+            tools, primary = self._toolset(wanted)
+            casing = self._casing()
+            req_a = self._request(primary[0], casing)
+            req_b = self._request(primary[-1], casing)
+            joiner = rng.choice(self._pool(phrasing.CONNECTORS))
+            text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.copied)
+            calls = req_a.calls + req_b.calls
+            return Sample(
+                tuple(t.spec for t in tools),
+                (ChatMessage("user", text),),
+                format_tool_calls(calls),
+                first.domain,
+                "parallel",
+                self._instructions(),
+                calls=tuple(calls),
+                copied=tuple(req_a.copied + req_b.copied),
+            )
+        tools, primary = self._toolset([first])
+        casing = self._casing()
+        req = self._request(primary[0], casing)
+        text = self._decorate(req.text, casing, req.copied)
+        history = self._history(tools) if rng.random() < 0.1 else []
+        messages = [*history, ChatMessage("user", text)]
+        if kind == "call":
+            return Sample(
+                tuple(t.spec for t in tools),
+                tuple(messages),
+                format_tool_calls(req.calls),
+                first.domain,
+                "call",
+                self._instructions(),
+                calls=tuple(req.calls),
+                copied=tuple(req.copied),
+            )
+        name = req.calls[0][0]
+        if rng.random() < 0.1:
+            error = rng.choice(phrasing.ERROR_RESULTS).format(tool=name, n=rng.choice((5, 10, 30)))
+            result: dict[str, Any] = {"error": error}
+            answer = rng.choice(self._pool(phrasing.ERROR_FINALS)).format(error=error)
+        else:
+            result = first.result(rng, req.by_role[0])
+            values = {**req.by_role[0], **result}
+            answer = rng.choice(self._pool(first.finals)).format(**values)
+        messages += [
+            ChatMessage("assistant", format_tool_calls(req.calls)),
+            ChatMessage("tool", compact_json(result), name=name),
+        ]
+        return Sample(
+            tuple(t.spec for t in tools),
+            tuple(messages),
+            format_final(answer),
+            first.domain,
+            "final",
+            self._instructions(),
+            final=answer,
+        )
+
+    def _history(self, tools: list[_Tool]) -> list[ChatMessage]:
+        """An earlier, finished exchange with one of the listed tools."""
+        tool = self.rng.choice(tools)
+        req = self._request(tool, "plain")
+        result = tool.concept.result(self.rng, req.by_role[0])
+        answer = self.rng.choice(self._pool(tool.concept.finals)).format(
+            **{**req.by_role[0], **result}
+        )
+        return [
+            ChatMessage("user", req.text),
+            ChatMessage("assistant", format_tool_calls(req.calls)),
+            ChatMessage("tool", compact_json(result), name=tool.spec.name),
+            ChatMessage("assistant", format_final(answer)),
+        ]
+
+    def _chain(self) -> Sample:
+        """Refund without an amount: look the order up, refund its total, then answer."""
+        rng = self.rng
+        lookup, refund = (c for c in ALL_CONCEPTS if c.key in ("get_order", "refund_order"))
+        tools, (get_tool, refund_tool) = self._toolset([lookup, refund])
+        order, why = (
+            lookup.params[0].draw(rng),
+            rng.choice([p for p in refund.params if p.role == "reason"]).draw(rng),
+        )
+        casing = self._casing()
+        text = self._fill(
+            rng.choice(self._pool(phrasing.CHAIN_REFUND)),
+            {"order": order, "reason": why},
+            casing,
+            rng.random() < 0.08,
+        )
+        messages = [ChatMessage("user", self._decorate(text, casing, [order.surface]))]
+        get_call = [(get_tool.spec.name, {get_tool.keys["order"]: order.value})]
+        stage = rng.randrange(3)
+        if stage == 0:
+            return Sample(
+                tuple(t.spec for t in tools),
+                tuple(messages),
+                format_tool_calls(get_call),
+                "support",
+                "chain",
+                self._instructions(),
+                calls=tuple(get_call),
+                copied=(order.surface,),
+            )
+        found = lookup.result(rng, {"order": order.value})
+        messages += [
+            ChatMessage("assistant", format_tool_calls(get_call)),
+            ChatMessage("tool", compact_json(found), name=get_tool.spec.name),
+        ]
+        values = {"order": order.value, "amount": found["total"], "reason": why.value}
+        args = {refund_tool.keys[p.role]: values[p.role] for p in refund_tool.params}
+        refund_call = [(refund_tool.spec.name, args)]
+        if stage == 1:
+            return Sample(
+                tuple(t.spec for t in tools),
+                tuple(messages),
+                format_tool_calls(refund_call),
+                "support",
+                "chain",
+                self._instructions(),
+                calls=tuple(refund_call),
+                copied=(order.surface,),
+            )
+        done = refund.result(rng, values)
+        messages += [
+            ChatMessage("assistant", format_tool_calls(refund_call)),
+            ChatMessage("tool", compact_json(done), name=refund_tool.spec.name),
+        ]
+        answer = rng.choice(self._pool(refund.finals)).format(**{**values, **done})
+        return Sample(
+            tuple(t.spec for t in tools),
+            tuple(messages),
+            format_final(answer),
+            "support",
+            "chain",
+            self._instructions(),
+            final=answer,
+        )
+
+    def _no_tool(self) -> Sample:
+        rng = self.rng
+        request, reply = rng.choice(self._pool(phrasing.NO_TOOL))
+        casing = self._casing()
+        text = self._decorate(phrasing.vary_literal(request, rng, casing, False), casing)
+        domain = rng.choices(list(_DOMAIN_WEIGHTS), weights=list(_DOMAIN_WEIGHTS.values()))[0]
+        tools = [] if rng.random() < 0.2 else self._toolset([self._concept(domain)])[0]
+        return Sample(
+            tuple(t.spec for t in tools),
+            (ChatMessage("user", text),),
+            format_final(reply),
+            domain,
+            "no_tool",
+            self._instructions(),
+            final=reply,
+        )
+
+    def samples(self, n: int) -> Iterator[Sample]:
+        """``n`` samples in order."""
+        for _ in range(n):
+            yield self.sample()
