@@ -15,7 +15,7 @@ from pydantic import TypeAdapter
 from agentflow.engine.chat_template import ChatMessage
 
 from .durable import RunStore
-from .errors import AgentflowError, ToolDefinitionError
+from .errors import AgentflowError, ToolDefinitionError, ensure_no_running_loop
 from .events import AgentEvent, FinalEvent
 from .models.base import DecodingMode, Model, StepRequest
 from .result import RunResult
@@ -212,6 +212,7 @@ class Agent(Generic[DepsT, OutputT]):
 
     def run_sync(self, input: str, **kwargs: Any) -> RunResult[OutputT]:
         """:meth:`run` for synchronous code (starts its own event loop)."""
+        ensure_no_running_loop("agent.run_sync", "await agent.run(...)")
         return anyio.run(lambda: self.run(input, **kwargs))
 
     async def run_stream(

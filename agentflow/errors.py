@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -55,3 +56,12 @@ class RunNotFoundError(AgentflowError, KeyError):
 
 class RunStateError(AgentflowError):
     """A stored run cannot be resumed (finished already, or recorded by a different agent)."""
+
+
+def ensure_no_running_loop(what: str, instead: str) -> None:
+    """Raise a clear error when a blocking entry point is called from async code."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise AgentflowError(f"{what} cannot be called while an event loop is running; use {instead}")

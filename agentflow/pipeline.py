@@ -17,7 +17,7 @@ import anyio
 
 from agentflow.engine.chat_template import compact_json
 
-from .errors import AgentflowError
+from .errors import AgentflowError, ensure_no_running_loop
 from .events import jsonable
 from .usage import RunUsage
 
@@ -71,6 +71,7 @@ class Pipeline:
 
     def run_sync(self, input: str, *, deps: Any = None) -> PipelineResult:
         """:meth:`run` for synchronous code."""
+        ensure_no_running_loop("pipeline.run_sync", "await pipeline.run(...)")
         return anyio.run(lambda: self.run(input, deps=deps))
 
 
