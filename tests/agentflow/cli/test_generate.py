@@ -1,0 +1,130 @@
+"""``agentflow generate`` on tiny checkpoints written by the test."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from agentflow.cli import main
+from agentflow.engine.chat_template import SPECIAL_TOKENS
+from agentflow.engine.checkpoints import save_checkpoint
+from agentflow.engine.model import ModelConfig, Transformer
+from agentflow.engine.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(["Where is order 58213?", '{"final":"ok"}'], trainer)
+    return Tokenizer(hf)
+
+
+def _checkpoint(folder: Path, tokenizer: Tokenizer, attention: str) -> Path:
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size, dim=32, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=64,
+        max_seq_len=128, attention=attention, block_length=8, mask_token_id=1, end_token_id=2,
+        pad_token_id=0, tie_embeddings=False,
+    )  # type: ignore[arg-type]  # fmt: skip
+    torch.manual_seed(0)
+    model = Transformer(config)
+    model.init_weights(0)
+    return save_checkpoint(model, tokenizer, folder)
+
+
+@pytest.fixture(scope="module")
+def dlm(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> Path:
+    return _checkpoint(tmp_path_factory.mktemp("dlm"), tokenizer, "block")
+
+
+@pytest.fixture(scope="module")
+def arm(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> Path:
+    return _checkpoint(tmp_path_factory.mktemp("ar"), tokenizer, "causal")
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    assert main(["generate", *argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1  # exactly one object
+    return json.loads(out)
+
+
+def test_json_output_shape_and_determinism(dlm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = (
+        "Where is order 58213?",
+        "--model",
+        str(dlm),
+        "--max-new-tokens",
+        "16",
+        "--block-length",
+        "8",
+    )
+    first = run_json(capsys, *args)
+    assert set(first) == {"text", "stats"}
+    stats = first["stats"]
+    assert set(stats) == {"tokens", "nfe", "forced_tokens", "seconds", "mode"}
+    assert stats["mode"] == "diffusion" and isinstance(first["text"], str)
+    assert 0 < stats["tokens"] <= 16 and 1 <= stats["nfe"] <= 16
+    assert isinstance(stats["seconds"], float) and stats["forced_tokens"] == 0
+    assert run_json(capsys, *args)["text"] == first["text"]
+
+
+def test_fixed_steps_bound_the_forward_passes(
+    dlm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_json(
+        capsys, "hi", "--model", str(dlm), "--max-new-tokens", "16", "--block-length", "8",
+        "--steps", "2", "--threshold", "-1",
+    )  # fmt: skip
+    assert out["stats"]["nfe"] <= 4
+
+
+def test_ar_mode_is_the_default_for_causal_checkpoints(
+    arm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = run_json(capsys, "hi", "--model", str(arm), "--max-new-tokens", "5")
+    assert out["stats"]["mode"] == "ar" and out["stats"]["tokens"] <= 5
+
+
+def test_plain_output_streams_text(dlm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "hi", "--model", str(dlm), "--max-new-tokens", "8", "--raw"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.endswith("\n") and "forward passes" in captured.err
+
+
+def test_errors(dlm: Path, arm: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["generate", "hi", "--model", str(tmp_path / "missing")]) == 1
+    assert "missing" in capsys.readouterr().err
+    assert (
+        main(["generate", "hi", "--model", str(dlm), "--schema", str(tmp_path / "none.json")]) == 2
+    )
+    assert "none.json" in capsys.readouterr().err
+    assert main(["generate", "hi", "--model", str(arm), "--mode", "diffusion"]) == 2
+    assert "causal" in capsys.readouterr().err
+    assert main(["generate", "x " * 200, "--model", str(dlm), "--raw"]) == 1
+    assert "ContextLengthError" in capsys.readouterr().err
+    assert main(["generate", "hi", "--model", str(dlm), "--block-length", "0"]) == 2
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("agentflow.engine.hybrid") is not None,
+    reason="hybrid mode is installed; its own tests cover it",
+)
+def test_hybrid_mode_reports_a_clear_error_until_it_exists(
+    dlm: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["generate", "hi", "--model", str(dlm), "--mode", "hybrid"]) == 2
+    assert "hybrid" in capsys.readouterr().err
