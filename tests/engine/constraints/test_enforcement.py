@@ -205,7 +205,7 @@ def test_done_forces_end_tokens(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
     session = constrain("ok").session()
-    session.advance(tokenizer.encode("ok") + [tokenizer.end_id])  # type: ignore[list-item]
+    session.advance([*tokenizer.encode("ok"), tokenizer.end_id])  # type: ignore[list-item]
     assert session.done
     tokens, masked = _masks(tokenizer, 5)
     assert session.jump_forward(tokens, masked) == 5
