@@ -165,7 +165,7 @@ class TestModel:
         recent = _since_last_user(request.messages)
         called = {m.name for m in recent if m.role == "tool"}
         todo = [name for name in wanted if name not in called]
-        if todo and (not self.parallel or not called):
+        if todo:
             names = todo if self.parallel else todo[:1]
             specs = {t.name: t for t in request.tools}
             return Action.call(*[(n, sample_from_schema(dict(specs[n].parameters))) for n in names])
