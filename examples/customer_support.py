@@ -172,7 +172,12 @@ def build_tools(db_path: str | Path) -> list[Tool]:
                 "INSERT INTO refunds (order_id, amount, reason, created) VALUES (?, ?, ?, ?)",
                 (order_id, amount, reason, date.today().isoformat()),
             )
-        return {"refund_id": cur.lastrowid, "order_id": order_id, "amount": amount, "left": left - amount}
+        return {
+            "refund_id": cur.lastrowid,
+            "order_id": order_id,
+            "amount": amount,
+            "left": left - amount,
+        }
 
     @tool
     def update_email(customer_id: str, email: str) -> dict[str, str]:

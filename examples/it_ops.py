@@ -60,7 +60,12 @@ def disk_usage(path: str = "/") -> dict[str, Any]:
 def load_average() -> dict[str, float]:
     """1, 5 and 15 minute load averages and the CPU count."""
     one, five, fifteen = os.getloadavg()
-    return {"load_1m": one, "load_5m": five, "load_15m": fifteen, "cpus": float(os.cpu_count() or 1)}
+    return {
+        "load_1m": one,
+        "load_5m": five,
+        "load_15m": fifteen,
+        "cpus": float(os.cpu_count() or 1),
+    }
 
 
 @tool

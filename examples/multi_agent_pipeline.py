@@ -22,10 +22,10 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from customer_support import build_tools, create_database  # noqa: E402
+from customer_support import build_tools, create_database
 
-from agentflow import Agent, Model, TestModel, fan_out, router, sequence  # noqa: E402
-from agentflow.models import infer_model  # noqa: E402
+from agentflow import Agent, Model, TestModel, fan_out, router, sequence
+from agentflow.models import infer_model
 
 PATTERNS = ("handoff", "agent_tool", "sequence", "fan_out", "router")
 
@@ -46,8 +46,10 @@ class Team:
 def build_team(db_path: str | Path, model: Model | str | None = None) -> Team:
     """All agents on one database and one shared model."""
     create_database(db_path)
-    shared: Model = TestModel() if model == "test" else (
-        model if model is not None and not isinstance(model, str) else infer_model(model)
+    shared: Model = (
+        TestModel()
+        if model == "test"
+        else (model if model is not None and not isinstance(model, str) else infer_model(model))
     )
     tools = {t.name: t for t in build_tools(db_path)}
     billing = Agent(
@@ -89,7 +91,9 @@ def build_team(db_path: str | Path, model: Model | str | None = None) -> Team:
     )
     drafter = Agent("drafter", "Write a short reply to the customer's message.", model=shared)
     reviewer = Agent(
-        "reviewer", "Rewrite the draft reply so it is polite and at most two sentences.", model=shared
+        "reviewer",
+        "Rewrite the draft reply so it is polite and at most two sentences.",
+        model=shared,
     )
     return Team(triage, billing, shipping, manager, classifier, drafter, reviewer)
 
@@ -103,6 +107,7 @@ async def run_pattern(team: Team, pattern: str, message: str) -> Any:
     if pattern == "sequence":
         return await sequence(team.drafter, team.reviewer).run(message)
     if pattern == "fan_out":
+
         def combine(outputs: dict[str, Any]) -> str:
             return "\n".join(f"{name}: {out}" for name, out in outputs.items())
 
@@ -121,7 +126,9 @@ def summary(pattern: str, result: Any) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("message", nargs="?", default="Where is my order 58213, and was I refunded?")
+    parser.add_argument(
+        "message", nargs="?", default="Where is my order 58213, and was I refunded?"
+    )
     parser.add_argument("--model", default=None, help="'test', 'hybrid', a checkpoint path")
     parser.add_argument("--pattern", choices=PATTERNS, default=None, help="run only this pattern")
     args = parser.parse_args(argv)
