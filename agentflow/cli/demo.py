@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 
 from agentflow.cli import CLIError, add_model_arguments, load_model
+from agentflow.models.base import Model
 
 DEFAULT_MESSAGE = "Where is my order 58213?"
 EXAMPLE = "customer_support"
@@ -91,7 +92,12 @@ def run(args: argparse.Namespace) -> int:
     build_agent = getattr(example, "build_agent", None)
     if not callable(build_agent):
         raise CLIError(f"{example.__file__} has no build_agent(db_path, model=None)")
-    model = load_model(args.model, base_url=args.base_url) if args.model or args.base_url else None
+    # build_agent resolves a spec itself ("test" gets the example's own TestModel setup).
+    model: Model | str | None = args.model
+    if args.base_url is not None:
+        if not (args.model or "").startswith("openai:"):
+            raise CLIError("--base-url applies to 'openai:MODEL' models only")
+        model = load_model(args.model, base_url=args.base_url)
     with tempfile.TemporaryDirectory(prefix="agentflow-demo-") as tmp:
         db_path = args.db if args.db is not None else Path(tmp) / "shop.db"
         agent = build_agent(db_path, model=model)

@@ -2,9 +2,10 @@
 
 Convention, checked in this order:
 
-1. a module-level ``main`` function: called as ``main(message)`` if it takes a
-   parameter (``message`` is None without ``--message``), else ``main()``; it may
-   be ``async``; an int it returns is the exit code;
+1. a module-level ``main`` function: called as ``main(message)`` if it has a
+   required parameter (``message`` is None without ``--message``), else
+   ``main()``; it may be ``async``; an int it returns is the exit code; while it
+   runs, ``sys.argv`` is ``[FILE.py, *ARGS]`` (ARGS: what follows ``--``);
 2. a module-level ``agent`` (an :class:`agentflow.Agent`): run on ``--message``
    (required then); the steps, the final output and the usage are printed
    (``--json``: the whole run as one JSON object).
@@ -39,6 +40,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("file", type=Path, metavar="FILE.py", help="the Python file to run")
     parser.add_argument("--message", "-m", default=None, help="the user's message")
     parser.add_argument("--json", action="store_true", help="print the run as one JSON object")
+    parser.add_argument(
+        "script_args",
+        nargs="*",
+        metavar="-- ARGS",
+        help="arguments after -- become sys.argv[1:] while main() runs",
+    )
     parser.set_defaults(func=run)
 
 
@@ -64,7 +71,7 @@ def import_file(path: Path) -> ModuleType:
     return module
 
 
-def _call_main(main: Any, message: str | None) -> int:
+def _call_main(main: Any, message: str | None, argv: list[str]) -> int:
     params = [
         p
         for p in inspect.signature(main).parameters.values()
@@ -73,7 +80,14 @@ def _call_main(main: Any, message: str | None) -> int:
     args = (message,) if params else ()
     if len(params) > 1:
         raise CLIError("main() must take at most one required parameter (the message)")
-    result = anyio.run(lambda: main(*args)) if inspect.iscoroutinefunction(main) else main(*args)
+    saved = sys.argv
+    sys.argv = argv
+    try:
+        result = (
+            anyio.run(lambda: main(*args)) if inspect.iscoroutinefunction(main) else main(*args)
+        )
+    finally:
+        sys.argv = saved
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
@@ -113,8 +127,10 @@ def run(args: argparse.Namespace) -> int:
     module = import_file(args.file)
     main = getattr(module, "main", None)
     if callable(main):
-        return _call_main(main, args.message)
+        return _call_main(main, args.message, [str(args.file), *args.script_args])
     agent = getattr(module, "agent", None)
+    if args.script_args:
+        raise CLIError("arguments after -- are for a main() function; this file defines an agent")
     if not isinstance(agent, Agent):
         raise CLIError(
             f"{str(args.file)!r} defines neither a main() function nor a module-level `agent` (an Agent)"

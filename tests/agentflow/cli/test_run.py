@@ -55,6 +55,14 @@ def test_main_function_gets_the_message_and_sets_exit_code(
     assert capsys.readouterr().out.strip() == "HELLO"
 
 
+def test_arguments_after_double_dash_become_sys_argv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = script(tmp_path, "import sys\ndef main(argv=None):\n    print(sys.argv[1:])\n")
+    assert main(["run", str(path), "--", "--db", "x.db", "hello"]) == 0
+    assert capsys.readouterr().out.strip() == "['--db', 'x.db', 'hello']"
+
+
 @pytest.mark.parametrize(
     ("text", "argv", "message"),
     [

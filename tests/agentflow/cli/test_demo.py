@@ -1,0 +1,53 @@
+"""``agentflow demo``: the customer-support example end to end (TestModel here; the
+embedded-model run is ``make demo``)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from agentflow.cli import main
+from agentflow.cli.demo import load_example
+
+
+def test_demo_runs_the_example_against_its_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "shop.db"
+    assert main(["demo", "--model", "test", "--db", str(db), "-m", "Where is my order 58213?"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("customer: Where is my order 58213?")
+    assert "call get_order(" in out and "call track_shipment(" in out
+    assert "final:" in out and "usage: 2 steps" in out
+    with sqlite3.connect(db) as conn:  # the example created and seeded the shop
+        assert conn.execute("SELECT count(*) FROM orders").fetchone()[0] >= 1
+
+
+def test_demo_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--model", "test", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["agent"] == "customer_support" and data["completed"] is True
+
+
+def test_example_is_found() -> None:
+    module = load_example()
+    assert callable(module.build_agent)
+
+
+def test_missing_example_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import agentflow.cli.demo as demo
+
+    monkeypatch.setattr(demo, "EXAMPLE", "no_such_example")
+    monkeypatch.chdir(tmp_path)
+    assert main(["demo", "--model", "test"]) == 2
+    assert "cannot find examples/no_such_example.py" in capsys.readouterr().err
+
+
+def test_base_url_needs_an_openai_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--base-url", "http://127.0.0.1:9/v1"]) == 2
+    assert "--base-url applies to 'openai:MODEL'" in capsys.readouterr().err
