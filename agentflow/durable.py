@@ -142,8 +142,11 @@ class StoredRun:
 class RunStore:
     """SQLite checkpoint store for runs; ``path=":memory:"`` keeps it in this process only."""
 
-    def __init__(self, path: str | Path = ":memory:") -> None:
+    def __init__(self, path: str | Path = ":memory:", *, threaded: bool | None = None) -> None:
         self.path = str(path)
+        #: Run SQLite calls in a worker thread (default: for files; an in-memory store never
+        #: touches the disk, so it runs inline and saves the thread hop).
+        self.threaded = self.path != ":memory:" if threaded is None else threaded
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -162,6 +165,8 @@ class RunStore:
             return fn(self._conn)
 
     async def _run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        if not self.threaded:
+            return self._locked(fn)
         return await anyio.to_thread.run_sync(self._locked, fn)
 
     async def create_run(
