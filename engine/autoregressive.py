@@ -38,11 +38,15 @@ from .selection import select_tokens
 from .tokenizer import Tokenizer
 
 
-def causal_forward(model: Transformer, cache: KVCache, segment: Segment) -> Tensor:
+def causal_forward(
+    model: Transformer, cache: KVCache, segment: Segment, *, hidden_only: bool = False
+) -> Tensor:
     """Forward ``segment`` with causal visibility, append all of it to ``cache``; logits [b, T, V].
 
     The cache grows when needed. This is the hybrid verifier's scoring call:
     roll back with ``cache.truncate`` afterwards to drop rejected tokens.
+    ``hidden_only`` returns final hidden states instead (project the positions
+    you need with ``model.project``).
     """
     cache.reserve(cache.length + segment.length)
     return model(
@@ -52,6 +56,7 @@ def causal_forward(model: Transformer, cache: KVCache, segment: Segment) -> Tens
         valid=segment.valid,
         cache=cache,
         commit_len=segment.length,
+        hidden_only=hidden_only,
     )
 
 
@@ -154,7 +159,9 @@ class ARDecoder:
             first.append(forced)
         prompt, _ = left_pad([p + f for p, f in zip(ids, first, strict=True)], pad_id, dev)
         cache = self.new_cache(b, prompt.length + max(budgets) + 1)
-        logits = self.forward(cache, prompt)[:, -1]
+        logits = self.model.project(
+            causal_forward(self.model, cache, prompt, hidden_only=True)[:, -1]
+        )
         stats.nfe += 1
         live: list[int] = []
         nexts = torch.zeros(b, dtype=torch.long, device=dev)
@@ -203,9 +210,9 @@ class ARDecoder:
                 pieces = [pieces[i] for i in still]
                 live = [live[i] for i in still]
             seg = _right_pad(pieces, nexts, pad_id, dev)
-            all_logits = self.forward(cache, seg)
+            hidden = causal_forward(self.model, cache, seg, hidden_only=True)
             last = torch.tensor([len(p) - 1 for p in pieces], device=dev)
-            logits = all_logits[torch.arange(len(pieces), device=dev), last]
+            logits = self.model.project(hidden[torch.arange(len(pieces), device=dev), last])
             nexts = nexts + torch.tensor([len(p) for p in pieces], device=dev)
             stats.nfe += 1
             for r in live:

@@ -171,16 +171,18 @@ def denoise_block(
             break
         seg = pending.cat(Segment(tokens, block.positions, block.block_ids, block.valid))
         commit = pending.length - shift
-        logits = model(
+        hidden = model(
             seg.tokens,
             positions=seg.positions,
             block_ids=seg.block_ids,
             valid=seg.valid,
             cache=cache,
             commit_len=commit,
+            hidden_only=True,
         )
         start = pending.length - shift
-        block_logits = logits[:, start : start + length].float()
+        # Only the block's positions need vocabulary logits.
+        block_logits = model.project(hidden[:, start : start + length]).float()
         block_logits[..., mask_id] = float("-inf")  # the mask token is never an answer
         pending = pending.slice(commit)
         nfe += 1

@@ -17,16 +17,26 @@ PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [20, 21, 22, 23, 24]]
 
 
 class EndAfter(Transformer):
-    """A model that strongly predicts the end token at positions >= ``end_position``."""
+    """A model that strongly predicts the end token at positions >= ``end_position``.
+
+    ``project`` sees only hidden states; the sampler projects the last positions
+    of the forward input (the block), so the positions of those are looked up.
+    """
 
     end_position = 10**9
+    _positions: torch.Tensor
 
-    def forward(self, tokens: torch.Tensor, **kw: object) -> torch.Tensor:  # type: ignore[override]
-        logits = super().forward(tokens, **kw)  # type: ignore[arg-type]
-        positions = kw["positions"]
-        assert isinstance(positions, torch.Tensor)
-        boost = (positions >= self.end_position).float() * 1e4
-        logits[..., self.config.end_token_id] += boost
+    def forward(
+        self, tokens: torch.Tensor, *, hidden_only: bool = False, **kw: object
+    ) -> torch.Tensor:  # type: ignore[override]
+        self._positions = kw["positions"]  # type: ignore[assignment]
+        hidden = super().forward(tokens, hidden_only=True, **kw)  # type: ignore[arg-type]
+        return hidden if hidden_only else self.project(hidden)
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = super().project(hidden)
+        positions = self._positions[:, -hidden.shape[1] :]
+        logits[..., self.config.end_token_id] += (positions >= self.end_position).float() * 1e4
         return logits
 
 

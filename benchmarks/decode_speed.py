@@ -1,0 +1,274 @@
+"""Block diffusion vs autoregressive decoding: tokens/s, forward passes, tokens per forward.
+
+Both decoders run side by side in one process on models of the same size and
+the same prompt (~400 tokens: instructions, tool specs and a user message in
+the embedded chat template), for several output lengths and batch sizes.
+Prints a table and writes JSON to ``benchmarks/results/decode_speed.json``.
+
+Without ``--dlm``/``--ar`` the models are random-weight models of the embedded
+size (dim 256, 6 layers, 8 heads, 4 kv heads, ffn 688, vocab 4096) with the end
+token disabled, and diffusion runs a fixed number of steps per block
+(``--steps``; ``--threshold`` is off), so every run decodes exactly the asked
+number of tokens. With trained checkpoints pass ``--dlm``/``--ar`` (names or
+folders) and usually ``--threshold 0.9``: runs then stop at the end token and
+tokens/s counts the tokens actually produced.
+
+    python benchmarks/decode_speed.py                    # random weights, ~2-3 min on 2 cores
+    python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from agentflow.engine.autoregressive import ARDecoder
+from agentflow.engine.chat_template import SPECIAL_TOKENS, ChatMessage, ToolSpec, render_prompt
+from agentflow.engine.checkpoints import load_checkpoint
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import ModelConfig, Transformer
+from agentflow.engine.sampler import DiffusionEngine
+
+EMBEDDED = dict(vocab_size=4096, dim=256, n_layers=6, n_heads=8, n_kv_heads=4, ffn_dim=688)
+PROMPT_TOKENS = 400
+
+TOOLS = [
+    ToolSpec(
+        "get_order",
+        "Look up an order by its number and return its status, items and shipping details.",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string", "description": "the order number, digits only"},
+                "expand": {"type": "boolean", "description": "include line items"},
+            },
+            "required": ["order_id"],
+        },
+    ),
+    ToolSpec(
+        "refund_order",
+        "Refund some or all items of a delivered order to the original payment method.",
+        {
+            "type": "object",
+            "properties": {
+                "order_id": {"type": "string"},
+                "amount": {"type": "number", "description": "amount in the order currency"},
+                "reason": {"enum": ["damaged", "late", "wrong_item", "other"]},
+            },
+            "required": ["order_id", "reason"],
+        },
+    ),
+    ToolSpec(
+        "search_kb",
+        "Search the help-center articles and return the best matching passages.",
+        {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string"},
+                "limit": {"type": "integer", "description": "how many passages, 1 to 10"},
+            },
+            "required": ["query"],
+        },
+    ),
+    ToolSpec(
+        "create_ticket",
+        "Open a support ticket for a human agent with a summary and a priority.",
+        {
+            "type": "object",
+            "properties": {
+                "summary": {"type": "string"},
+                "priority": {"enum": ["low", "normal", "high", "urgent"]},
+                "customer_email": {"type": "string", "format": "email"},
+            },
+            "required": ["summary", "priority"],
+        },
+    ),
+]
+INSTRUCTIONS = (
+    "You are the customer-support agent of an online shop. Use the tools to look up orders, "
+    "refunds and help articles; never invent order data. Answer briefly and politely."
+)
+MESSAGE = (
+    "Hi, my order 58213 arrived yesterday but the blender inside was cracked. Can you check "
+    "the order and refund the blender? My email is dana@example.com."
+)
+
+
+def prompt_ids(tokenizer: Any, length: int) -> tuple[str, list[int]]:
+    """The benchmark prompt and its ids, trimmed (from the left) or repeated to ``length`` tokens."""
+    text = render_prompt([ChatMessage("user", MESSAGE)], TOOLS, instructions=INSTRUCTIONS)
+    ids = tokenizer.encode(text)
+    while len(ids) < length:
+        ids = tokenizer.encode(text.split("<|user|>")[0]) + ids
+    return text, ids[-length:]
+
+
+def byte_tokenizer() -> Any:
+    """A byte-level tokenizer with the embedded special tokens (no merges): ~1 token per byte."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    from agentflow.engine.tokenizer import Tokenizer
+
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=len(SPECIAL_TOKENS) + 256,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(["x"], trainer)
+    return Tokenizer(hf)
+
+
+def random_model(attention: str, max_seq_len: int, seed: int) -> Transformer:
+    config = ModelConfig(
+        **EMBEDDED,  # type: ignore[arg-type]
+        max_seq_len=max_seq_len,
+        attention=attention,  # type: ignore[arg-type]
+        block_length=32,
+        mask_token_id=1,
+        end_token_id=None,  # random weights: decode exactly the asked number of tokens
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = Transformer(config)
+    model.init_weights(seed)
+    return model.eval()
+
+
+def timed(fn: Any, repeats: int) -> tuple[Any, float]:
+    """The last result and the median wall time over ``repeats`` runs."""
+    times, result = [], None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return result, statistics.median(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--dlm", default=None, help="diffusion checkpoint (default: random weights)"
+    )
+    parser.add_argument(
+        "--ar", default=None, help="autoregressive checkpoint (default: random weights)"
+    )
+    parser.add_argument("--new-tokens", type=int, nargs="+", default=[64, 128, 256])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--block-length", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=8, help="refinement steps cap per block")
+    parser.add_argument(
+        "--threshold", type=float, default=None, help="confidence threshold (default: off)"
+    )
+    parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median)")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / "decode_speed.json"
+    )
+    args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    max_len = args.prompt_tokens + max(args.new_tokens) + args.block_length
+    if args.dlm:
+        loaded = load_checkpoint(args.dlm)
+        dlm, tokenizer = loaded.model, loaded.tokenizer
+    else:
+        dlm, tokenizer = random_model("block", max_len, 0), byte_tokenizer()
+    ar = load_checkpoint(args.ar).model if args.ar else random_model("causal", max_len, 1)
+    if dlm.num_parameters() != ar.num_parameters():
+        print(
+            f"note: model sizes differ ({dlm.num_parameters()} vs {ar.num_parameters()} parameters)"
+        )
+    _, ids = prompt_ids(tokenizer, args.prompt_tokens)
+    diffusion, autoregressive = DiffusionEngine(dlm), ARDecoder(ar)
+    base = GenerationConfig(
+        block_length=args.block_length, steps=args.steps, threshold=args.threshold
+    )
+
+    # Warm up both paths (allocator, SDPA kernels) outside the timings.
+    warm = replace(base, max_new_tokens=args.block_length)
+    diffusion.generate([ids], warm)
+    autoregressive.generate([ids], warm)
+
+    rows: list[dict[str, Any]] = []
+    for batch in args.batch:
+        prompts = [ids] * batch
+        for new in args.new_tokens:
+            cfg = replace(base, max_new_tokens=new)
+            cell: dict[str, dict[str, Any]] = {}
+            for mode, decoder in (("diffusion", diffusion), ("ar", autoregressive)):
+                result, seconds = timed(
+                    lambda d=decoder, p=prompts, c=cfg: d.generate(p, c), args.repeats
+                )
+                s = result.stats
+                per_row_nfe = s.nfe  # one forward pass serves the whole batch
+                tokens_per_row = s.tokens / batch
+                cell[mode] = {
+                    "mode": mode,
+                    "batch": batch,
+                    "new_tokens": new,
+                    "tokens": s.tokens,
+                    "nfe": s.nfe,
+                    "forwards_per_token": per_row_nfe / tokens_per_row if tokens_per_row else 0.0,
+                    "tokens_per_forward": tokens_per_row / per_row_nfe if per_row_nfe else 0.0,
+                    "seconds": seconds,
+                    "tokens_per_second": s.tokens / seconds,
+                    "forced_tokens": s.forced_tokens,
+                }
+            ratio = cell["diffusion"]["tokens_per_second"] / cell["ar"]["tokens_per_second"]
+            for mode in ("diffusion", "ar"):
+                cell[mode]["speedup_vs_ar"] = ratio if mode == "diffusion" else 1.0
+                rows.append(cell[mode])
+
+    header = f"{'mode':<10}{'batch':>6}{'new':>6}{'tokens':>8}{'nfe':>6}{'fwd/tok':>9}{'tok/fwd':>9}{'seconds':>9}{'tok/s':>9}{'vs AR':>7}"
+    print(f"prompt {len(ids)} tokens; block {args.block_length}, steps {args.steps}, threshold {args.threshold}; "
+          f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}")  # fmt: skip
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['mode']:<10}{r['batch']:>6}{r['new_tokens']:>6}{r['tokens']:>8}{r['nfe']:>6}"
+            f"{r['forwards_per_token']:>9.3f}{r['tokens_per_forward']:>9.2f}{r['seconds']:>9.2f}"
+            f"{r['tokens_per_second']:>9.1f}{r['speedup_vs_ar']:>6.2f}x"
+        )
+    report = {
+        "benchmark": "decode_speed",
+        "weights": {"dlm": args.dlm or "random", "ar": args.ar or "random"},
+        "model": EMBEDDED if not args.dlm else dlm.config.to_dict(),
+        "prompt_tokens": len(ids),
+        "block_length": args.block_length,
+        "steps": args.steps,
+        "threshold": args.threshold,
+        "torch_threads": torch.get_num_threads(),
+        "machine": platform.machine(),
+        "python": sys.version.split()[0],
+        "torch": torch.__version__,
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
