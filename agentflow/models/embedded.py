@@ -1,0 +1,298 @@
+"""``EmbeddedModel``: the in-process diffusion engine as a runtime model.
+
+One step: render the conversation with the embedded chat template, compile the
+step's action schema into a constraint (once per schema, cached on the model),
+decode with the engine — block diffusion by default, autoregressive, hybrid
+(diffusion drafts, an AR verifier checks) or ``auto`` — and parse the action. The
+constraint makes the action valid for the schema whatever the weights.
+
+Concurrent steps (many runs on one event loop) are collected for a few
+milliseconds and decoded in one batched engine call (:class:`StepBatcher`), in a
+worker thread so the event loop stays free. Checkpoints load on the first step,
+so constructing the model is instant and ``import agentflow`` never touches torch
+weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.from_thread
+
+from agentflow.engine.chat_template import compact_json, render_prompt
+
+from .base import (
+    ActionParseError,
+    DecodingMode,
+    StepDelta,
+    StepRequest,
+    StepResponse,
+    StepUsage,
+    parse_action,
+)
+from .batcher import StepBatcher
+
+if TYPE_CHECKING:
+    from agentflow.engine.constraints.enforcement import Constraint
+    from agentflow.engine.generation import GenerationConfig
+
+logger = logging.getLogger(__name__)
+
+_MODES = ("diffusion", "hybrid", "ar", "auto")
+
+
+@dataclass
+class _Job:
+    prompt: str
+    schema: dict[str, Any]
+    mode: str
+    reason: str
+    config: GenerationConfig
+    on_text: Callable[[str], None] | None = None
+
+
+@dataclass
+class _Outcome:
+    text: str
+    usage: StepUsage
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _generation_fields() -> set[str]:
+    from agentflow.engine.generation import GenerationConfig
+
+    return {f.name for f in fields(GenerationConfig)}
+
+
+class EmbeddedModel:
+    """The embedded diffusion model (default ``agentflow-tiny-dlm``) behind the :class:`Model` protocol.
+
+    ``model``: a packaged model name or a checkpoint folder. ``verifier``: an
+    autoregressive checkpoint for ``mode="ar"``, ``"hybrid"`` and ``"auto"``.
+    ``generation``: default decoding knobs (:class:`GenerationConfig`); a step's
+    ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
+    """
+
+    def __init__(
+        self,
+        model: str | Path = "agentflow-tiny-dlm",
+        *,
+        verifier: str | Path | None = None,
+        mode: DecodingMode = "diffusion",
+        generation: GenerationConfig | None = None,
+        device: str = "cpu",
+        batch_window_s: float = 0.002,
+        max_batch: int = 16,
+        hybrid_options: Any = None,
+    ) -> None:
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        self.model_path = model
+        self.verifier_path = verifier
+        self.mode: DecodingMode = mode
+        self.device = device
+        self.hybrid_options = hybrid_options
+        self._generation = generation
+        self._load_lock = threading.Lock()
+        self._constraint_lock = threading.Lock()
+        self._loaded: Any = None
+        self._verifier: Any = None
+        self._engines: dict[str, Any] = {}
+        self._constraints: dict[str, Constraint] = {}
+        self.batcher: StepBatcher[_Job, _Outcome] = StepBatcher(
+            self._run_batch, window_s=batch_window_s, max_batch=max_batch
+        )
+
+    @property
+    def name(self) -> str:
+        return Path(str(self.model_path)).name
+
+    # -- loading (worker thread) -----------------------------------------------------------------
+
+    def load(self) -> None:
+        """Load the checkpoint(s) now (otherwise the first step does)."""
+        with self._load_lock:
+            if self._loaded is not None:
+                return
+            from agentflow.engine.checkpoints import load_checkpoint
+
+            loaded = load_checkpoint(self.model_path, device=self.device)
+            if self.verifier_path is not None:
+                self._verifier = load_checkpoint(self.verifier_path, device=self.device)
+            self._loaded = loaded
+
+    @property
+    def tokenizer(self) -> Any:
+        self.load()
+        return self._loaded.tokenizer
+
+    def _engine(self, mode: str) -> Any:
+        if mode in self._engines:
+            return self._engines[mode]
+        loaded = self._loaded
+        causal = loaded.config.attention == "causal"
+        if mode == "diffusion" and not causal:
+            from agentflow.engine.sampler import DiffusionEngine
+
+            engine: Any = DiffusionEngine(loaded.model, loaded.tokenizer)
+        elif mode == "ar" or (mode == "diffusion" and causal):
+            from agentflow.engine.autoregressive import ARDecoder
+
+            source = self._verifier if self._verifier is not None else loaded
+            if source.config.attention == "bidirectional":
+                raise ValueError(
+                    f"mode 'ar' needs an autoregressive checkpoint; pass verifier=... ({source.path} is bidirectional)"
+                )
+            engine = ARDecoder(source.model, source.tokenizer)
+        else:  # hybrid / auto
+            if self._verifier is None:
+                raise ValueError(
+                    f"mode {mode!r} needs an autoregressive verifier: EmbeddedModel(verifier=...) or HybridModel()"
+                )
+            from agentflow.engine.hybrid import HybridEngine
+
+            engine = HybridEngine(
+                loaded.model,
+                self._verifier.model,
+                loaded.tokenizer,
+                verifier_tokenizer=self._verifier.tokenizer,
+                options=self.hybrid_options,
+            )
+        self._engines[mode] = engine
+        return engine
+
+    def constraint(self, schema: dict[str, Any]) -> Constraint:
+        """The compiled constraint of ``schema`` (compiled once per model instance)."""
+        key = compact_json(schema)
+        with self._constraint_lock:
+            found = self._constraints.get(key)
+            if found is None:
+                from agentflow.engine.constraints import compile_constraint
+
+                found = compile_constraint(schema, self.tokenizer)
+                self._constraints[key] = found
+            return found
+
+    # -- decoding (worker thread) ----------------------------------------------------------------
+
+    def _config(self, settings: dict[str, Any]) -> GenerationConfig:
+        from agentflow.engine.generation import GenerationConfig
+
+        base = self._generation or GenerationConfig(max_new_tokens=256)
+        known = _generation_fields()
+        unknown = sorted(set(settings) - known)
+        if unknown:
+            logger.debug("EmbeddedModel ignores settings it does not know: %s", unknown)
+        return replace(base, **{k: v for k, v in settings.items() if k in known})
+
+    def _run_batch(self, jobs: list[_Job]) -> list[_Outcome | Exception]:
+        """Decode jobs of one mode and config in one engine call (runs in a worker thread)."""
+        self.load()
+        config = jobs[0].config
+        mode = jobs[0].mode
+        failed: dict[int, Exception] = {}
+        sessions: list[Any] = []
+        ready: list[_Job] = []
+        for job in jobs:
+            try:
+                sessions.append(self.constraint(job.schema).session(config.max_new_tokens))
+                ready.append(job)
+            except Exception as exc:  # a schema the engine cannot enforce fails this job only
+                failed[id(job)] = exc
+        done: dict[int, _Outcome] = {}
+        if ready:
+            done = self._generate(ready, sessions, config, mode)
+        return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
+
+    def _generate(
+        self, jobs: list[_Job], sessions: list[Any], config: GenerationConfig, mode: str
+    ) -> dict[int, _Outcome]:
+        engine = self._engine(mode)
+        tokenizer = self._loaded.tokenizer
+        pieces: list[list[int]] = [[] for _ in jobs]
+
+        def on_block(row: int, ids: list[int]) -> None:
+            job = jobs[row]
+            if job.on_text is not None:
+                pieces[row].extend(ids)
+                job.on_text(tokenizer.decode(pieces[row]))
+
+        kwargs: dict[str, Any] = {"constraints": sessions, "on_block": on_block}
+        if mode in ("hybrid", "auto"):
+            kwargs.update(mode=mode, reason=jobs[0].reason)
+        result = engine.generate([j.prompt for j in jobs], config, **kwargs)
+        served = getattr(result.stats, "served", None)
+        texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
+        out: dict[int, _Outcome] = {}
+        for i, (job, row) in enumerate(zip(jobs, result.stats.rows, strict=True)):
+            usage = StepUsage(
+                input_tokens=row.prompt_tokens,
+                output_tokens=row.tokens,
+                forward_passes=row.nfe,
+                forced_tokens=row.forced_tokens,
+                mode=served[i].mode if served else result.stats.mode,
+                reason=served[i].reason if served else job.reason,
+                model=self.name,
+                batch_size=len(jobs),
+            )
+            out[id(job)] = _Outcome(text=texts[i], usage=usage)
+        return out
+
+    # -- the Model protocol ----------------------------------------------------------------------
+
+    def _job(self, request: StepRequest, on_text: Callable[[str], None] | None) -> _Job:
+        mode = request.mode or self.mode
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
+        reason = str(request.settings.get("reason", "requested"))
+        config = self._config({k: v for k, v in request.settings.items() if k != "reason"})
+        return _Job(prompt, dict(request.action_schema), mode, reason, config, on_text)
+
+    async def _submit(self, job: _Job) -> _Outcome:
+        outcome, _ = await self.batcher.submit(job, key=(job.mode, job.config))
+        return outcome
+
+    def _response(self, outcome: _Outcome, started: float) -> StepResponse:
+        try:
+            action = parse_action(outcome.text)
+        except ActionParseError as exc:
+            # Only possible when the token budget ran out mid-action.
+            raise ActionParseError(
+                f"{exc} (the action was cut off at max_new_tokens?)", text=outcome.text
+            ) from exc
+        outcome.usage.seconds = time.perf_counter() - started
+        return StepResponse(action=action, text=outcome.text, usage=outcome.usage)
+
+    async def step(self, request: StepRequest) -> StepResponse:
+        started = time.perf_counter()
+        return self._response(await self._submit(self._job(request, None)), started)
+
+    async def stream_step(self, request: StepRequest) -> AsyncIterator[StepDelta | StepResponse]:
+        started = time.perf_counter()
+        send, receive = anyio.create_memory_object_stream[str](math.inf)
+
+        def on_text(text: str) -> None:  # called from the worker thread
+            anyio.from_thread.run_sync(send.send_nowait, text)
+
+        job = self._job(request, on_text)
+        box: dict[str, _Outcome] = {}
+
+        async def work() -> None:
+            async with send:
+                box["outcome"] = await self._submit(job)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(work)
+            async with receive:
+                async for text in receive:
+                    yield StepDelta(text=text)
+        yield self._response(box["outcome"], started)
