@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 import httpx
 
 from .base import StepDelta, StepRequest, StepResponse, StepUsage
@@ -184,6 +185,7 @@ class OpenAIModel:
         )
         self._client = http_client
         self._owns_client = http_client is None
+        self._client_token: object = None
         self._transport = transport
         self._sleep = sleep
         self._rng = random.Random(seed)
@@ -193,8 +195,14 @@ class OpenAIModel:
         return self._model
 
     def _http(self) -> httpx.AsyncClient:
+        # A pooled connection belongs to the event loop that opened it: an owned client
+        # is replaced when the model is used from another loop (e.g. two run_sync calls).
+        token = anyio.lowlevel.current_token()
+        if self._client is not None and self._owns_client and self._client_token is not token:
+            self._client = None
         if self._client is None:
             self._client = httpx.AsyncClient(transport=self._transport, timeout=self.timeout)
+            self._client_token = token
         return self._client
 
     async def aclose(self) -> None:

@@ -81,3 +81,16 @@ def test_openai_model_talks_to_our_server(served: BackgroundServer, model: Scrip
     assert second.messages[2].name == "get_order"
     assert json.loads(second.messages[1].content)["tool_calls"][0]["arguments"] == {"order_id": "9"}
     assert second.output_schema == {"type": "object"}
+
+
+def test_openai_model_survives_separate_event_loops(
+    served: BackgroundServer, model: ScriptedModel
+) -> None:
+    """Two ``anyio.run`` calls (like two ``agent.run_sync``) on one model over real sockets."""
+    model.script.extend([Action.final_output("one"), Action.final_output("two")])
+    remote = OpenAIModel(
+        "tiny", base_url=f"{served.url}/v1", api_key="x", retry=RetryPolicy(max_retries=0)
+    )
+    request = StepRequest(messages=[ChatMessage("user", "hi")], tools=[], action_schema={})
+    assert anyio.run(remote.step, request).action.final == "one"
+    assert anyio.run(remote.step, request).action.final == "two"
