@@ -49,6 +49,8 @@ class Param:
     mention: tuple[str, ...] = ()
     # For booleans: phrases meaning ``false``.
     mention_false: tuple[str, ...] = ()
+    # Optional enum form of a free-text parameter: (what the user says, enum value) pairs.
+    enum_from: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

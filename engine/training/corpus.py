@@ -28,7 +28,7 @@ from ..chat_template import (
     format_tool_calls,
     render_prompt,
 )
-from . import domain_itops, domain_support, phrasing
+from . import domain_itops, domain_support, phrasing, slots
 from .concepts import Concept, Param, Split, split_pool
 from .slots import Drawn
 
@@ -46,6 +46,21 @@ _EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("max_retries", {"type": "integer"}),
     ("tags", {"type": "array", "items": {"type": "string"}}),
     ("notes", {"type": "string"}),
+)
+_EXTRA_RESULT_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("placed", lambda r: slots.date(r).value),
+    ("updated_at", lambda r: slots.date(r).value),
+    ("customer_id", lambda r: slots.customer_id(r).value),
+    (
+        "customer",
+        lambda r: f"{r.choice(slots._FIRST).capitalize()} {r.choice(slots._LAST).capitalize()}",
+    ),
+    ("email", lambda r: slots.email(r).value),
+    ("refunded", lambda r: r.choice((0, 0, 10.5, 20))),
+    ("currency", lambda r: r.choice(("EUR", "USD"))),
+    ("region", lambda r: r.choice(("eu-west", "us-east", "ap-south"))),
+    ("request_id", lambda r: f"req-{r.randint(10000, 99999)}"),
+    ("ok", lambda r: True),
 )
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
@@ -77,6 +92,7 @@ class _Tool:
     keys: dict[str, str]  # role -> parameter name
     params: list[Param]
     forced: set[str] = field(default_factory=set)  # optional roles this tool declares required
+    enum_roles: set[str] = field(default_factory=set)  # free-text roles declared as enums
 
 
 @dataclass
@@ -141,6 +157,7 @@ class CorpusGenerator:
         keys: dict[str, str] = {}
         params: list[Param] = []
         forced: set[str] = set()
+        enum_roles: set[str] = set()
         for param in concept.params:
             if not param.required and rng.random() < 0.2:
                 continue
@@ -151,8 +168,18 @@ class CorpusGenerator:
             options = [k for k in self._pool(param.keys) if k not in properties]
             key = rng.choice(options or [f"{param.role}_arg"])
             schema = _base_schema(param, rng)
+            if param.enum_from and rng.random() < 0.5:
+                values = list(dict.fromkeys(v for _, v in param.enum_from))
+                rng.shuffle(values)
+                schema = {"type": "string", "enum": values}
+                enum_roles.add(param.role)
             if param.descs and rng.random() < 0.3:
-                schema["description"] = rng.choice(self._pool(param.descs))
+                desc = rng.choice(self._pool(param.descs))
+                drawn = param.draw(rng)
+                enum_form = param.role in enum_roles
+                if param.kind == "string" and drawn.copied and not enum_form and rng.random() < 0.3:
+                    desc += f", e.g. {drawn.surface}"
+                schema["description"] = desc + ("." if rng.random() < 0.5 else "")
             if not is_required and rng.random() < 0.5:
                 schema = {"anyOf": [schema, {"type": "null"}], "default": None}
             properties[key] = schema
@@ -166,7 +193,8 @@ class CorpusGenerator:
                 properties[extra] = dict(schema)
         description = "" if rng.random() < 0.1 else rng.choice(self._pool(concept.descs))
         parameters = {"type": "object", "properties": properties, "required": required}
-        return _Tool(concept, ToolSpec(name, description, parameters), keys, params, forced)
+        tool = ToolSpec(name, description, parameters)
+        return _Tool(concept, tool, keys, params, forced, enum_roles)
 
     def _toolset(self, wanted: list[Concept]) -> tuple[list[_Tool], list[_Tool]]:
         """Tools for ``wanted`` plus 0–6 distractors, shuffled; returns (all, wanted tools)."""
@@ -203,16 +231,23 @@ class CorpusGenerator:
         out.append(phrasing.vary_literal(template[pos:], self.rng, casing, typo))
         return "".join(out)
 
+    def _draw(self, tool: _Tool, param: Param) -> Drawn:
+        """A value for ``param``; enum-declared free text maps the user's phrase to its enum value."""
+        if param.role in tool.enum_roles:
+            phrase, value = self.rng.choice(param.enum_from)
+            return Drawn(phrase, value, False)
+        return param.draw(self.rng)
+
     def _request(self, tool: _Tool, casing: str) -> _Request:
         rng = self.rng
         concept = tool.concept
-        drawn = {p.role: p.draw(rng) for p in tool.params if p.required}
+        drawn = {p.role: self._draw(tool, p) for p in tool.params if p.required}
         typo = rng.random() < 0.08
         text = self._fill(rng.choice(self._pool(concept.requests)), drawn, casing, typo)
         for param in tool.params:
             if param.required or (param.role not in tool.forced and rng.random() < 0.5):
                 continue
-            value = param.draw(rng)
+            value = self._draw(tool, param)
             if param.kind == "boolean":
                 phrases = param.mention if value.value else param.mention_false
                 phrase = rng.choice(self._pool(phrases))
@@ -316,7 +351,7 @@ class CorpusGenerator:
             result: dict[str, Any] = {"error": error}
             answer = rng.choice(self._pool(phrasing.ERROR_FINALS)).format(error=error)
         else:
-            result = first.result(rng, req.by_role[0])
+            result = self._with_extras(first.result(rng, req.by_role[0]))
             values = {**req.by_role[0], **result}
             answer = rng.choice(self._pool(first.finals)).format(**values)
         messages += [
@@ -332,6 +367,19 @@ class CorpusGenerator:
             self._instructions(),
             final=answer,
         )
+
+    def _with_extras(self, result: dict[str, Any]) -> dict[str, Any]:
+        """Real tools return more than the answer needs: add 0–3 unrelated fields, maybe reorder."""
+        rng = self.rng
+        out = dict(result)
+        for key, draw in rng.sample(_EXTRA_RESULT_FIELDS, rng.choice((0, 0, 1, 2, 3))):
+            if key not in out:
+                out[key] = draw(rng)
+        if rng.random() < 0.3:
+            items = list(out.items())
+            rng.shuffle(items)
+            out = dict(items)
+        return out
 
     def _history(self, tools: list[_Tool]) -> list[ChatMessage]:
         """An earlier, finished exchange with one of the listed tools."""
@@ -353,10 +401,8 @@ class CorpusGenerator:
         rng = self.rng
         lookup, refund = (c for c in ALL_CONCEPTS if c.key in ("get_order", "refund_order"))
         tools, (get_tool, refund_tool) = self._toolset([lookup, refund])
-        order, why = (
-            lookup.params[0].draw(rng),
-            rng.choice([p for p in refund.params if p.role == "reason"]).draw(rng),
-        )
+        reason = next(p for p in refund.params if p.role == "reason")
+        order, why = lookup.params[0].draw(rng), self._draw(refund_tool, reason)
         casing = self._casing()
         text = self._fill(
             rng.choice(self._pool(phrasing.CHAIN_REFUND)),
@@ -378,7 +424,7 @@ class CorpusGenerator:
                 calls=tuple(get_call),
                 copied=(order.surface,),
             )
-        found = lookup.result(rng, {"order": order.value})
+        found = self._with_extras(lookup.result(rng, {"order": order.value}))
         messages += [
             ChatMessage("assistant", format_tool_calls(get_call)),
             ChatMessage("tool", compact_json(found), name=get_tool.spec.name),

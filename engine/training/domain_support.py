@@ -112,7 +112,8 @@ CONCEPTS: tuple[Concept, ...] = (
         words("order order_details order_info purchase"),
         lines(
             "Look up an order|Get the status and details of an order|Fetch one order by id|"
-            "Return order details|Find an order"
+            "Return order details|Look up an order: status, total and customer|Find an order|"
+            "Order details: status, total, date"
         ),
         (_ORDER,),
         lines(
@@ -155,8 +156,23 @@ CONCEPTS: tuple[Concept, ...] = (
                 "string",
                 slots.reason,
                 required=False,
-                descs=lines("Why the refund is issued|Reason for the refund"),
+                descs=lines(
+                    "Why the refund is issued|Reason for the refund|Why the customer is refunded"
+                ),
                 mention=lines("because it {v}|reason: {v}|- {v}|since it was {v}|({v})"),
+                enum_from=(
+                    ("arrived damaged", "damaged"),
+                    ("was damaged", "damaged"),
+                    ("broken on arrival", "damaged"),
+                    ("came late", "late"),
+                    ("arrived late", "late"),
+                    ("was delivered late", "late"),
+                    ("wrong item", "wrong item"),
+                    ("was the wrong item", "wrong item"),
+                    ("not what I ordered", "wrong item"),
+                    ("changed my mind", "other"),
+                    ("ordered by mistake", "other"),
+                ),
             ),
         ),
         lines(
@@ -179,7 +195,7 @@ CONCEPTS: tuple[Concept, ...] = (
         words("shipment package delivery parcel shipping"),
         lines(
             "Track the shipment of an order|Where a package is now|Shipping status and ETA|"
-            "Carrier tracking for an order"
+            "Carrier tracking for an order|Where a parcel is: carrier, tracking number, status, ETA"
         ),
         (_ORDER,),
         lines(

@@ -38,7 +38,13 @@ INSTRUCTIONS = lines(
     "You are a support agent for an online shop. Use the tools to answer.|"
     "You are an assistant that can call tools.|Keep answers short and friendly.|"
     "You manage servers and services for the platform team.|Help the user with their request.|"
-    "You are a friendly assistant."
+    "You are a friendly assistant.|"
+    "You are the support agent of a web shop. Use the tools to look up orders, shipments and "
+    "invoices and to change accounts; never make data up. Reply briefly once you know the answer.|"
+    "You are the on-call assistant of the infrastructure team. Check hosts and services with the "
+    "tools before acting, and report what you did in one sentence.|"
+    "You help users of our platform. Call a tool when the request needs data or an action; "
+    "otherwise answer directly and politely."
 )
 # (request, reply) pairs for turns that need no tool.
 NO_TOOL = (
