@@ -144,6 +144,10 @@ def load_model(spec: str | None, *, base_url: str | None = None) -> Model:
 
     try:
         return infer_model(spec)
+    except ImportError as exc:
+        raise CLIError(
+            f"the back-end for model {spec or '(default)'!r} is not available: {exc}"
+        ) from exc
     except (CheckpointError, FileNotFoundError, ValueError, LookupError) as exc:
         raise CLIError(f"cannot load model {spec or '(default)'!r}: {exc}") from exc
 

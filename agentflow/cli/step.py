@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--tools", required=True, type=Path, metavar="FILE", help="JSON list of tools"
     )
-    parser.add_argument("--message", required=True, help="the user's message")
+    parser.add_argument("--message", "-m", required=True, help="the user's message")
     parser.add_argument("--instructions", default=None, help="system instructions for the agent")
     parser.add_argument(
         "--output-schema",
