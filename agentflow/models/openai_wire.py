@@ -155,6 +155,9 @@ def build_body(request: StepRequest, options: WireOptions, *, stream: bool) -> d
     for key in FORWARDED_SETTINGS:
         if key in request.settings:
             body[key] = request.settings[key]
+    # The embedded engine's name for the token cap, so one settings dict serves both back-ends.
+    if "max_new_tokens" in request.settings and "max_tokens" not in body:
+        body["max_tokens"] = request.settings["max_new_tokens"]
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}

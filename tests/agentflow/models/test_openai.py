@@ -131,6 +131,14 @@ def test_tool_call_round_trip_and_request_shape() -> None:
     assert fake.headers[0]["authorization"] == "Bearer sk-test"
 
 
+def test_engine_token_cap_maps_to_max_tokens() -> None:
+    fake = FakeEndpoint(
+        [httpx.Response(200, json=completion({"role": "assistant", "content": "ok"}))]
+    )
+    run(lambda: fake.model().step(request(settings={"max_new_tokens": 99, "threshold": 0.5})))
+    assert fake.bodies[0]["max_tokens"] == 99 and "threshold" not in fake.bodies[0]
+
+
 def test_structured_final_uses_json_schema_response_format() -> None:
     schema = {
         "type": "object",
