@@ -113,13 +113,13 @@ def _schema_constraint(path: Path, loaded: LoadedModel, budget: int) -> DecodeCo
     except json.JSONDecodeError as exc:
         raise CLIError(f"schema file {str(path)!r} is not valid JSON: {exc.msg}") from exc
     constraints = importlib.import_module("agentflow.engine.constraints")
-    build = getattr(constraints, "json_schema_constraint", None)
-    if build is None:
+    compile_constraint = getattr(constraints, "compile_constraint", None)
+    if compile_constraint is None:
         raise CLIError(
-            "--schema needs agentflow.engine.constraints.json_schema_constraint, which this"
+            "--schema needs agentflow.engine.constraints.compile_constraint, which this"
             " installation does not provide"
         )
-    return build(schema, loaded.tokenizer).session(max_tokens=budget)
+    return compile_constraint(schema, loaded.tokenizer).session(max_tokens=budget)
 
 
 def _diffusion(
