@@ -94,3 +94,27 @@ def test_openai_model_survives_separate_event_loops(
     request = StepRequest(messages=[ChatMessage("user", "hi")], tools=[], action_schema={})
     assert anyio.run(remote.step, request).action.final == "one"
     assert anyio.run(remote.step, request).action.final == "two"
+
+
+def test_agent_loop_through_openai_model_and_server() -> None:
+    """Agent → OpenAIModel → HTTP → server → TestModel: a full tool loop over the wire."""
+    from agentflow import Agent, tool
+    from agentflow.models import TestModel
+
+    @tool
+    def get_order(order_id: str) -> dict[str, str]:
+        """Look up an order."""
+        return {"order_id": order_id, "status": "shipped"}
+
+    with BackgroundServer(create_app(TestModel())) as server:
+        remote = OpenAIModel(
+            "test", base_url=f"{server.url}/v1", api_key="x", retry=RetryPolicy(max_retries=0)
+        )
+        agent = Agent("support", instructions="Help.", tools=[get_order], model=remote)
+        result = agent.run_sync("Where is order 58213?")
+    assert [c.name for c in result.tool_calls] == ["get_order"]
+    assert result.tool_calls[0].result["status"] == "shipped"
+    # TestModel's final answer echoes the tool results it was shown: the tool message
+    # made the round trip (OpenAI tool_call_id links and back to a named tool turn).
+    assert json.loads(result.output) == {"get_order": {"order_id": "a", "status": "shipped"}}
+    assert result.usage.steps == 2
