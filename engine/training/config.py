@@ -46,6 +46,8 @@ class OptimSettings:
     grad_clip: float = 1.0
     noise_copies: int = 2
     min_rate: float = 0.1
+    # Diffusion block lengths drawn per example (empty: the model's block_length).
+    block_lengths: tuple[int, ...] = ()
     threads: int = 1
     checkpoint_minutes: float = 5.0
     log_every: int = 25
@@ -73,8 +75,9 @@ class TrainConfig:
             unknown = sorted(set(value) - names)
             if unknown:
                 raise ValueError(f"unknown keys in training config section {section!r}: {unknown}")
-            if "betas" in value:
-                value["betas"] = tuple(value["betas"])
+            for key in ("betas", "block_lengths"):
+                if key in value:
+                    value[key] = tuple(value[key])
             return kind(**value)
 
         missing = [

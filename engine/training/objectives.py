@@ -68,7 +68,7 @@ def pad_target(target: Sequence[int], end_id: int, block_length: int) -> list[in
 def diffusion_batch(
     examples: Sequence[Example],
     *,
-    block_length: int,
+    block_length: int | Sequence[int],
     mask_id: int,
     end_id: int,
     pad_id: int,
@@ -76,9 +76,16 @@ def diffusion_batch(
     noise_copies: int = 2,
     min_rate: float = 0.1,
 ) -> Batch:
-    """A BD3-LM batch (see the module docstring for the layout)."""
+    """A BD3-LM batch (see the module docstring for the layout).
+
+    With several ``block_length`` s, each example draws one (the sampler's block length
+    is a decoding setting, so the model is trained for more than one).
+    """
+    choices = [block_length] if isinstance(block_length, int) else list(block_length)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
+        pick = int(torch.randint(len(choices), (1,), generator=generator))
+        block_length = choices[pick]
         target = torch.tensor(pad_target(ex.target, end_id, block_length))
         n, p = len(target), len(ex.prompt)
         n_blocks = n // block_length

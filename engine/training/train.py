@@ -134,7 +134,7 @@ def make_batch(
     gen = torch.Generator().manual_seed(seed)
     return diffusion_batch(
         examples,
-        block_length=config.model.block_length,
+        block_length=config.optim.block_lengths or config.model.block_length,
         mask_id=tok.mask_id,
         end_id=tok.end_id,
         pad_id=tok.pad_id,
