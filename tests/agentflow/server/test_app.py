@@ -376,3 +376,66 @@ def test_concurrent_requests(client: openai.AsyncOpenAI, model: ScriptedModel) -
 
     anyio.run(main)
     assert answers == {i: f"Q{i}" for i in range(6)}
+
+
+class _SlowModel(ScriptedModel):
+    """Counts how many steps run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.running = 0
+        self.peak = 0
+
+    async def step(self, request: Any) -> Any:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        await anyio.sleep(0.05)
+        self.running -= 1
+        return await super().step(request)
+
+    async def stream_step(self, request: Any) -> Any:
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        try:
+            await anyio.sleep(0.05)
+            async for item in super().stream_step(request):
+                yield item
+        finally:
+            self.running -= 1
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_max_concurrency_caps_steps_in_flight(stream: bool) -> None:
+    from agentflow.server import create_app
+
+    model = _SlowModel()
+    model.script.extend(Action.final_output(f"a{i}") for i in range(5))
+    app = create_app(model, max_concurrency=2)
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+    client = openai.AsyncOpenAI(
+        base_url="http://t/v1", api_key="x", http_client=http, max_retries=0
+    )
+    answers: list[str] = []
+
+    async def ask() -> None:
+        if stream:
+            chunks = await client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "hi"}], stream=True
+            )
+            answers.append(
+                "".join([c.choices[0].delta.content or "" async for c in chunks if c.choices])
+            )
+        else:
+            c = await client.chat.completions.create(
+                model="tiny", messages=[{"role": "user", "content": "hi"}]
+            )
+            answers.append(c.choices[0].message.content)
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for _ in range(5):
+                tg.start_soon(ask)
+
+    anyio.run(main)
+    assert sorted(answers) == [f"a{i}" for i in range(5)]
+    assert model.peak == 2
