@@ -68,7 +68,7 @@ def _select_kernel(
 
         if SAMPLE:
             h = _fmix32(cols.to(tl.uint32) ^ row_hash)
-            u = ((h >> 8).to(tl.float32) + 0.5) * (1.0 / 16777216.0)
+            u = ((h >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)
             key = x - tl.log(-tl.log(u))
         else:
             key = x

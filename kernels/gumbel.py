@@ -2,8 +2,9 @@
 
 The noise for (seed, row, column) is ``fmix32(column ^ fmix32(row ^ seed_mix))``
 with ``seed_mix = fmix32(seed_lo ^ fmix32(seed_hi))`` and ``fmix32`` MurmurHash3's
-32-bit finalizer. The top 24 bits give a uniform ``u`` in (0, 1) exactly
-representable in fp32, and the Gumbel noise is ``-log(-log(u))``. Being a pure
+32-bit finalizer. The top 23 bits ``k`` give ``u = (k + 0.5) / 2**23``, strictly
+inside (0, 1) and exact in fp32 (24 bits would round the largest ``u`` to 1 and
+the noise to +inf), and the Gumbel noise is ``-log(-log(u))``. Being a pure
 function of its coordinates, the noise does not depend on the launch geometry,
 so the Triton kernel and the reference pick the same tokens for the same seed.
 """
@@ -57,5 +58,5 @@ def gumbel_noise(seed: int, rows: Tensor, cols: Tensor) -> Tensor:
     key = seed_mix(seed)
     row_hash = fmix32(torch.bitwise_xor(rows.to(torch.int64), key))
     h = fmix32(torch.bitwise_xor(cols.to(torch.int64), row_hash))
-    u = (torch.bitwise_right_shift(h, 8).to(torch.float32) + 0.5) * (1.0 / 16777216.0)
+    u = (torch.bitwise_right_shift(h, 9).to(torch.float32) + 0.5) * (1.0 / 8388608.0)
     return -torch.log(-torch.log(u))

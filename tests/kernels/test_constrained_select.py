@@ -180,3 +180,12 @@ def test_bad_inputs_are_named() -> None:
         constrained_select(torch.zeros(40))
     with pytest.raises(ValueError, match="backend"):
         constrained_select(logits, backend="cuda")  # type: ignore[arg-type]
+
+
+def test_gumbel_noise_is_finite_at_the_extremes() -> None:
+    from agentflow.kernels.gumbel import gumbel_noise
+
+    # Enough (row, col) pairs that some hashes land in the top and bottom 2**-20 of the range.
+    noise = gumbel_noise(7, torch.arange(64).unsqueeze(1), torch.arange(1 << 16).unsqueeze(0))
+    assert bool(torch.isfinite(noise).all())
+    assert noise.max().item() > 14.0 and noise.min().item() < -2.5
