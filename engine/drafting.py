@@ -1,0 +1,262 @@
+"""The diffusion side of hybrid decoding: one request's drafter, its KV cache and its drafts.
+
+A :class:`Drafter` holds the drafter's cache and the clean tokens not yet in it
+(``pending``). A draft block is never written to the cache: the tokens the
+verifier keeps (plus its own next token) are appended to ``pending`` and enter
+the cache with the next draft's first forward pass, exactly as the block
+sampler carries a finished block into the next one. So rolling the drafter
+back to the accepted prefix costs nothing.
+
+Block ids: the prompt is causal (block id = position); the tokens kept in one
+verify round share one block id, the position of their first token, so a fully
+kept block looks to the drafter exactly like a finished block of the block
+sampler. A draft block's id is its first position, larger than every id before
+it. Bidirectional drafters (LLaDA, Dream) use block id 0 everywhere and rebuild
+their cache from the whole history at each draft, as the block sampler does.
+
+Two kinds of draft:
+
+- :meth:`Drafter.denoise` — the block sampler's own multi-step denoising
+  (:func:`~agentflow.engine.sampler.denoise_block`) under the constraint's
+  in-step enforcement. Used for greedy hybrid decoding and for the diffusion
+  pass of ``mode="auto"``.
+- :meth:`Drafter.sample_parallel` — for sampled hybrid decoding: one forward
+  pass over the masked block, then each position is drawn from that pass's
+  distribution, left to right under the constraint's mask at the prefix the
+  draft has so far. Each draft token is then drawn from a distribution ``q``
+  known exactly given everything before it, which the speculative-sampling
+  rule needs to be exact (see ``docs/hybrid.md``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from .constraints.protocol import DecodeConstraint
+from .decode_batch import Segment, left_pad
+from .generation import GenerationConfig
+from .model import KVCache, Transformer
+from .sampler import denoise_block
+from .speculative import sample, target_probs
+
+
+@dataclass
+class Draft:
+    """A proposed continuation of the accepted prefix."""
+
+    tokens: list[int]
+    #: Per token, the distribution it was drawn from; None where it was deterministic.
+    probs: list[Tensor | None]
+    #: Allowed-token masks at the prefix before token ``j`` (sampled drafts only).
+    masks: dict[int, Tensor] = field(default_factory=dict)
+    #: Drafter forward passes spent on this draft.
+    nfe: int = 0
+    #: Lowest confidence of a token the model committed (forced ones excluded); 1.0 if none.
+    min_confidence: float = 1.0
+    #: Tokens filled by the constraint's jump-forward.
+    forced: int = 0
+
+
+def cut_after_end(tokens: list[int], end_id: int | None) -> list[int]:
+    """``tokens`` up to and including the first end token."""
+    if end_id is not None and end_id in tokens:
+        return tokens[: tokens.index(end_id) + 1]
+    return tokens
+
+
+class Drafter:
+    """One request's diffusion drafter: cache, pending clean tokens, next position."""
+
+    def __init__(self, model: Transformer, prompt: list[int]) -> None:
+        cfg = model.config
+        if cfg.mask_token_id is None:
+            raise ValueError(
+                "the drafter's config has no mask_token_id; it cannot draft by diffusion"
+            )
+        if cfg.attention == "causal":
+            raise ValueError(
+                "the drafter must be a diffusion model (block or bidirectional attention)"
+            )
+        self.model = model
+        self.bidirectional = cfg.attention == "bidirectional"
+        dev = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
+        seg, _ = left_pad([prompt], pad_id, dev)
+        if self.bidirectional:
+            seg.block_ids.zero_()
+        self.pending = seg
+        self.history = seg
+        self.position = len(prompt)
+        self.cache = KVCache(
+            cfg, 1, len(prompt) + 2 * cfg.block_length + 8, device=dev, dtype=dtype
+        )
+        self._carry = seg
+        self._cache_len = 0
+
+    @property
+    def device(self) -> torch.device:
+        return self.pending.tokens.device
+
+    def _ids(self, length: int, block_id: int) -> Tensor:
+        value = 0 if self.bidirectional else block_id
+        return torch.full((1, length), value, dtype=torch.long, device=self.device)
+
+    def _masked_block(self, length: int) -> Segment:
+        cfg = self.model.config
+        positions = (self.position + torch.arange(length, device=self.device)).unsqueeze(0)
+        return Segment(
+            torch.full((1, length), cfg.mask_token_id or 0, dtype=torch.long, device=self.device),
+            positions,
+            self._ids(length, self.position),
+            torch.ones(1, length, dtype=torch.bool, device=self.device),
+        )
+
+    def _start(self, length: int) -> None:
+        if self.bidirectional:
+            self.cache.truncate(0)
+            self.pending = self.history
+        self.cache.reserve(self.cache.length + self.pending.length + length)
+        self._cache_len = self.cache.length
+        self._carry = self.pending
+
+    def cancel(self) -> None:
+        """Forget a draft that failed midway: the cache and pending tokens are as before it."""
+        self.cache.truncate(min(self._cache_len, self.cache.length))
+        self._carry = self.pending
+
+    def accept(self, tokens: list[int]) -> None:
+        """Append the tokens kept this round; they enter the cache with the next draft."""
+        if not tokens:
+            return
+        n = len(tokens)
+        seg = Segment(
+            torch.tensor([tokens], dtype=torch.long, device=self.device),
+            (self.position + torch.arange(n, device=self.device)).unsqueeze(0),
+            self._ids(n, self.position),
+            torch.ones(1, n, dtype=torch.bool, device=self.device),
+        )
+        self.pending = self._carry.cat(seg)
+        self._carry = self.pending
+        self.history = self.history.cat(seg)
+        self.position += n
+
+    def denoise(
+        self,
+        length: int,
+        constraint: DecodeConstraint | None,
+        config: GenerationConfig,
+        *,
+        seed: int | None,
+        block_index: int,
+    ) -> Draft:
+        """A block of ``length`` by multi-step denoising; the constraint is not advanced."""
+        self._start(length)
+        block = self._masked_block(length)
+        cfg = GenerationConfig(
+            max_new_tokens=length,
+            block_length=length,
+            steps=config.steps,
+            threshold=config.threshold,
+            temperature=config.temperature,
+            top_p=config.top_p,
+            seed=config.seed,
+        )
+        res = denoise_block(
+            self.model,
+            self.cache,
+            self.pending,
+            block,
+            cfg,
+            constraints=[constraint],
+            seeds=[seed],
+            block_index=block_index,
+            finish=False,
+        )
+        self._carry = res.pending.slice(0, res.pending.length - length)
+        tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_id)
+        n = len(tokens)
+        forced = res.forced[0, :n]
+        conf = res.confidence[0, :n][~forced]
+        return Draft(
+            tokens=tokens,
+            probs=[None] * n,
+            nfe=res.nfe,
+            min_confidence=float(conf.min()) if conf.numel() else 1.0,
+            forced=int(forced.sum()),
+        )
+
+    def _block_logits(self, length: int) -> Tensor:
+        """One forward pass over [pending + masked block]; the block's logits fp32 [L, V]."""
+        cfg = self.model.config
+        shift = cfg.logits_shift
+        self._start(length)
+        seg = self.pending.cat(self._masked_block(length))
+        commit = self.pending.length - shift
+        logits = self.model(
+            seg.tokens,
+            positions=seg.positions,
+            block_ids=seg.block_ids,
+            valid=seg.valid,
+            cache=self.cache,
+            commit_len=commit,
+        )
+        self._carry = self.pending.slice(commit)
+        out = logits[0, commit : commit + length].float()
+        if cfg.mask_token_id is not None:
+            out[:, cfg.mask_token_id] = float("-inf")
+        return out
+
+    def sample_parallel(
+        self,
+        length: int,
+        constraint: DecodeConstraint | None,
+        config: GenerationConfig,
+        generator: torch.Generator | None,
+        budget_left: int,
+    ) -> Draft:
+        """A sampled block from one forward pass, drawn left to right under the constraint.
+
+        After each drawn token the constraint's forced tokens follow (deterministic, as
+        in autoregressive decoding); the constraint is restored before returning.
+        """
+        logits = self._block_logits(length)
+        end_id = self.model.config.end_token_id
+        tokens: list[int] = []
+        probs: list[Tensor | None] = []
+        masks: dict[int, Tensor] = {}
+        snapshot = constraint.checkpoint() if constraint is not None else None
+        forced_count = 0
+        try:
+            while len(tokens) < length:
+                j = len(tokens)
+                mask = constraint.next_token_mask() if constraint is not None else None
+                if mask is not None:
+                    masks[j] = mask
+                q = target_probs(
+                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
+                )
+                tok = sample(q, generator)
+                tokens.append(tok)
+                probs.append(q)
+                if tok == end_id or constraint is None:
+                    if tok == end_id:
+                        break
+                    continue
+                constraint.advance([tok])
+                if constraint.done:
+                    break
+                room = min(length - len(tokens), budget_left - len(tokens) - 1)
+                forced = constraint.forced_tokens()[: max(room, 0)]
+                if forced:
+                    constraint.advance(forced)
+                    tokens += forced
+                    probs += [None] * len(forced)
+                    forced_count += len(forced)
+        finally:
+            if constraint is not None:
+                constraint.rollback(snapshot)
+        return Draft(tokens=tokens, probs=probs, masks=masks, nfe=1, forced=forced_count)

@@ -1,0 +1,500 @@
+"""Hybrid decoding: a diffusion model drafts, an autoregressive model verifies.
+
+Each round the drafter proposes the next block (:mod:`.drafting`); the verifier
+forwards [tokens it has not seen yet + the draft] through its causal KV cache in
+one pass and walks the draft left to right, exactly as :class:`ARDecoder` would
+decode: at each position it picks its own token (greedy: the masked argmax;
+sampling: the speculative-sampling rule of :mod:`.speculative`), appends the
+constraint's forced tokens after it, and goes on while the draft agrees. At the
+first disagreement (or after the whole draft) its own token ends the round.
+Both caches then hold exactly the kept prefix: the verifier's is truncated, the
+drafter never cached the draft. The draft length follows the recent acceptance.
+
+Greedy hybrid output is token-for-token the verifier's own greedy output (under
+the same constraint); sampled output has the verifier's distribution.
+
+``mode="auto"`` decodes by diffusion alone and re-does the request in hybrid
+mode when a committed token's confidence falls under ``min_confidence`` or the
+constraint reports an infeasible block; a caller (the runtime, when pydantic
+rejects the parsed action) re-does a step with ``mode="hybrid", reason=...``.
+The stats say which mode served each request and why.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from .autoregressive import causal_forward
+from .checkpoints import load_checkpoint
+from .constraints.protocol import DecodeConstraint
+from .decode_batch import (
+    Constraints,
+    Prompts,
+    Segment,
+    check_context,
+    constraint_list,
+    encode_prompts,
+)
+from .drafting import Draft, Drafter
+from .errors import InfeasibleConstraintError, TokenizerMismatchError
+from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
+from .hybrid_stats import HybridStats, ServedMode
+from .model import KVCache, Transformer
+from .selection import select_tokens
+from .speculative import sample, speculative_step, target_probs
+from .tokenizer import Tokenizer
+
+HybridMode = Literal["hybrid", "diffusion", "auto"]
+#: Receives a request's newly settled tokens (end token excluded).
+_Emit = Callable[[list[int]], None]
+_VERIFIER_FORMATS = ("agentflow", "llama", "qwen2")
+
+
+@dataclass(frozen=True)
+class HybridOptions:
+    """Knobs of the draft/verify loop and of the ``auto`` policy."""
+
+    #: Shortest and longest draft; ``max_draft=None`` means the config's ``block_length``.
+    min_draft: int = 2
+    max_draft: int | None = None
+    #: ``auto`` falls back to hybrid when a committed token's confidence is below this.
+    min_confidence: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.min_draft < 1:
+            raise ValueError(f"min_draft must be >= 1, got {self.min_draft}")
+        if self.max_draft is not None and self.max_draft < self.min_draft:
+            raise ValueError(f"max_draft ({self.max_draft}) is below min_draft ({self.min_draft})")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
+
+
+class DraftLength:
+    """The next draft's length from the recent acceptance.
+
+    A fully kept draft doubles the length (up to the maximum); otherwise the length
+    follows a moving average of the kept tokens, plus one.
+    """
+
+    def __init__(self, initial: int, minimum: int, maximum: int, smoothing: float = 0.5) -> None:
+        self.minimum, self.maximum, self.smoothing = minimum, maximum, smoothing
+        self.length = max(minimum, min(initial, maximum))
+        self._mean = float(self.length)
+
+    def update(self, proposed: int, kept: int) -> None:
+        """Record a round that proposed ``proposed`` tokens and kept ``kept`` of them."""
+        if proposed == 0:
+            return
+        self._mean = (1 - self.smoothing) * self._mean + self.smoothing * kept
+        grown = 2 * proposed if kept == proposed else math.ceil(self._mean) + 1
+        self.length = max(self.minimum, min(grown, self.maximum))
+
+
+def _fit_mask(mask: Tensor | None, vocab: int) -> Tensor | None:
+    """A constraint's bitmask widened (with zero words) to ``vocab`` logits columns."""
+    if mask is None:
+        return None
+    words = (vocab + 31) // 32
+    if mask.shape[-1] == words:
+        return mask
+    out = torch.zeros(words, dtype=torch.int32, device=mask.device)
+    n = min(words, mask.shape[-1])
+    out[:n] = mask[:n]
+    return out
+
+
+@dataclass
+class _Round:
+    """What one verify round emitted (raw, end token included) and whether the request is done."""
+
+    tokens: list[int]
+    finished: bool
+    #: Per emitted token, whether the constraint forced it.
+    forced: list[bool]
+
+
+class _Verifier:
+    """One request's verifier: its cache and the tokens it has not forwarded yet."""
+
+    def __init__(self, model: Transformer, prompt: list[int]) -> None:
+        self.model = model
+        dev = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        self.cache = KVCache(model.config, 1, len(prompt) + 64, device=dev, dtype=dtype)
+        self.unseen: list[int] = list(prompt)
+        self.position = 0  # position of unseen[0]
+
+    def score(self, draft: list[int]) -> Tensor:
+        """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
+        seq = self.unseen + draft
+        dev = self.cache.k.device
+        positions = (self.position + torch.arange(len(seq), device=dev)).unsqueeze(0)
+        seg = Segment(
+            torch.tensor([seq], dtype=torch.long, device=dev),
+            positions,
+            positions.clone(),
+            torch.ones(1, len(seq), dtype=torch.bool, device=dev),
+        )
+        logits = causal_forward(self.model, self.cache, seg)[0]
+        return logits[len(self.unseen) - 1 :]
+
+    def keep(self, draft: list[int], emitted: list[int]) -> int:
+        """Roll the cache back to the draft prefix the round kept; return its length."""
+        kept = 0
+        while kept < min(len(draft), len(emitted)) and draft[kept] == emitted[kept]:
+            kept += 1
+        self.cache.truncate(self.cache.length - len(draft) + kept)
+        self.position += len(self.unseen) + kept
+        self.unseen = emitted[kept:]
+        return kept
+
+
+class HybridEngine:
+    """Diffusion drafts, autoregressive verification; also serves ``mode="auto"``."""
+
+    def __init__(
+        self,
+        drafter: Transformer,
+        verifier: Transformer,
+        tokenizer: Tokenizer | None = None,
+        *,
+        verifier_tokenizer: Tokenizer | None = None,
+        options: HybridOptions | None = None,
+    ) -> None:
+        dcfg, vcfg = drafter.config, verifier.config
+        if dcfg.attention == "causal" or dcfg.mask_token_id is None:
+            raise ValueError("the drafter must be a diffusion model with a mask token")
+        if vcfg.attention == "bidirectional":
+            raise ValueError("the verifier must be autoregressive (causal or block attention)")
+        if tokenizer is not None and verifier_tokenizer is not None:
+            check_same_tokenizer(tokenizer, verifier_tokenizer)
+        if dcfg.end_token_id != vcfg.end_token_id:
+            raise TokenizerMismatchError(
+                f"drafter end token {dcfg.end_token_id} differs from the verifier's {vcfg.end_token_id}"
+            )
+        self.drafter = drafter.eval()
+        self.verifier = verifier.eval()
+        self.tokenizer = tokenizer
+        self.options = options or HybridOptions()
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        drafter: str | Path = "agentflow-tiny-dlm",
+        verifier: str | Path = "agentflow-tiny-ar",
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype | None = None,
+        options: HybridOptions | None = None,
+    ) -> HybridEngine:
+        """Load both checkpoints (packaged names or local folders) and check their tokenizers."""
+        d = load_checkpoint(drafter, device=device, dtype=dtype)
+        v = load_checkpoint(verifier, device=device, dtype=dtype)
+        if v.format not in _VERIFIER_FORMATS:
+            raise ValueError(
+                f"verifier {v.path} is a {v.format!r} checkpoint; the verifier must be one of "
+                f"{', '.join(_VERIFIER_FORMATS)}"
+            )
+        return cls(d.model, v.model, d.tokenizer, verifier_tokenizer=v.tokenizer, options=options)
+
+    @property
+    def end_id(self) -> int | None:
+        return self.verifier.config.end_token_id
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        prompts: Prompts,
+        config: GenerationConfig | None = None,
+        *,
+        constraints: Constraints = None,
+        mode: HybridMode = "hybrid",
+        reason: str = "requested",
+        on_block: BlockCallback | None = None,
+    ) -> GenerationResult:
+        """Decode a prompt or a batch (rows one after another) in ``mode``; stats are :class:`HybridStats`.
+
+        ``reason`` labels hybrid requests in the stats (e.g. ``"validation: ..."``
+        when the runtime re-does a step whose action pydantic rejected). In
+        ``auto`` mode ``on_block`` receives each row's output once it is settled.
+        """
+        if mode not in ("hybrid", "diffusion", "auto"):
+            raise ValueError(f"mode must be 'hybrid', 'diffusion' or 'auto', got {mode!r}")
+        config = config or GenerationConfig()
+        t0 = time.perf_counter()
+        ids = encode_prompts(prompts, self.tokenizer)
+        cons = constraint_list(constraints, len(ids))
+        max_len = min(self.drafter.config.max_seq_len, self.verifier.config.max_seq_len)
+        budgets = check_context(ids, max_len, config.max_new_tokens)
+        stats = HybridStats(mode=mode, rows=[RowStats(prompt_tokens=len(p)) for p in ids])
+        out: list[list[int]] = []
+        for r, prompt in enumerate(ids):
+            emit = None if on_block is None else (lambda toks, r=r: on_block(r, toks))
+            seq, served = self._decode_row(
+                prompt,
+                cons[r],
+                config,
+                budgets[r],
+                config.row_seed(r),
+                stats,
+                stats.rows[r],
+                mode,
+                reason,
+                emit,
+            )
+            out.append(seq)
+            stats.served.append(served)
+        stats.tokens = sum(len(s) for s in out)
+        stats.forced_tokens = sum(rs.forced_tokens for rs in stats.rows)
+        stats.nfe = stats.draft_nfe + stats.verify_nfe
+        modes = {s.mode for s in stats.served}
+        stats.mode = modes.pop() if len(modes) == 1 else mode
+        stats.seconds = time.perf_counter() - t0
+        texts = [self.tokenizer.decode(s) for s in out] if self.tokenizer is not None else None
+        return GenerationResult(out, stats, texts)
+
+    def _decode_row(
+        self,
+        prompt: list[int],
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        budget: int,
+        seed: int | None,
+        stats: HybridStats,
+        row: RowStats,
+        mode: HybridMode,
+        reason: str,
+        emit: _Emit | None,
+    ) -> tuple[list[int], ServedMode]:
+        if mode == "hybrid":
+            return self._hybrid(prompt, c, config, budget, seed, stats, row, emit), ServedMode(
+                "hybrid", reason
+            )
+        bound = self.options.min_confidence if mode == "auto" else None
+        snapshot = c.checkpoint() if c is not None else None
+        try:
+            seq, low = self._diffusion(
+                prompt, c, config, budget, seed, stats, row, bound, emit if bound is None else None
+            )
+            if low is None:
+                if bound is not None and emit is not None and seq:
+                    emit(seq)
+                return seq, ServedMode("diffusion", "requested" if bound is None else "confident")
+            why = f"low_confidence: {low:.3f} < {bound}"
+        except InfeasibleConstraintError as exc:
+            if bound is None:
+                raise
+            why = f"infeasible: {exc}"
+        if c is not None:
+            c.rollback(snapshot)
+        row.tokens = row.forced_tokens = 0
+        row.finished = False
+        return self._hybrid(prompt, c, config, budget, seed, stats, row, emit), ServedMode(
+            "hybrid", why
+        )
+
+    def _diffusion(
+        self,
+        prompt: list[int],
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        budget: int,
+        seed: int | None,
+        stats: HybridStats,
+        row: RowStats,
+        bound: float | None,
+        emit: _Emit | None,
+    ) -> tuple[list[int], float | None]:
+        """Block diffusion alone; returns (tokens, the low confidence that aborted it or None)."""
+        drafter = Drafter(self.drafter, prompt)
+        out: list[int] = []
+        k = 0
+        while len(out) < budget:
+            length = min(config.block_length, budget - len(out))
+            d = drafter.denoise(length, c, config, seed=seed, block_index=k)
+            stats.draft_nfe += d.nfe
+            row.nfe += d.nfe
+            if bound is not None and d.min_confidence < bound:
+                return out, d.min_confidence
+            if c is not None:
+                c.advance(d.tokens)
+            text = self._text(d.tokens)
+            out += text
+            row.forced_tokens += min(d.forced, len(text))
+            if text and emit is not None:
+                emit(text)
+            if len(text) < len(d.tokens) or (c is not None and c.done):
+                row.finished = True
+                break
+            drafter.accept(d.tokens)
+            k += 1
+        row.tokens = len(out)
+        return out, None
+
+    def _text(self, tokens: list[int]) -> list[int]:
+        end = self.end_id
+        return tokens[: tokens.index(end)] if end is not None and end in tokens else tokens
+
+    def _hybrid(
+        self,
+        prompt: list[int],
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        budget: int,
+        seed: int | None,
+        stats: HybridStats,
+        row: RowStats,
+        emit: _Emit | None,
+    ) -> list[int]:
+        """The draft/verify loop for one request."""
+        gen = torch.Generator().manual_seed(
+            seed if seed is not None else int(torch.randint(0, 2**62, (1,)))
+        )
+        first = c.forced_tokens()[:budget] if c is not None else []
+        if first:
+            c.advance(first)  # type: ignore[union-attr]
+        out = self._text(first)
+        row.forced_tokens += len(out)
+        if out and emit is not None:
+            emit(out)
+        if len(out) < len(first) or (c is not None and c.done) or len(out) >= budget:
+            row.finished = len(out) < len(first) or (c is not None and c.done)
+            row.tokens = len(out)
+            return out
+        drafter = Drafter(self.drafter, prompt)
+        drafter.accept(first)
+        verifier = _Verifier(self.verifier, prompt + first)
+        top = self.options.max_draft or config.block_length
+        lengths = DraftLength(config.block_length, min(self.options.min_draft, top), top)
+        k = 0
+        while True:
+            length = min(lengths.length, budget - len(out))
+            draft = self._draft(drafter, length, c, config, seed, k, gen, budget - len(out))
+            stats.draft_nfe += draft.nfe
+            rnd = self._verify(verifier, draft, c, config, gen, len(out), budget)
+            stats.verify_nfe += 1
+            row.nfe += draft.nfe + 1
+            kept = verifier.keep(draft.tokens, rnd.tokens)
+            stats.drafted_tokens += len(draft.tokens)
+            stats.accepted_tokens += kept
+            lengths.update(len(draft.tokens), kept)
+            text = self._text(rnd.tokens)
+            out += text
+            row.forced_tokens += sum(rnd.forced[: len(text)])
+            if text and emit is not None:
+                emit(text)
+            if rnd.finished:
+                row.finished = len(text) < len(rnd.tokens) or (c is not None and c.done)
+                break
+            drafter.accept(rnd.tokens)
+            k += 1
+        row.tokens = len(out)
+        return out
+
+    def _draft(
+        self,
+        drafter: Drafter,
+        length: int,
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        seed: int | None,
+        k: int,
+        gen: torch.Generator,
+        budget_left: int,
+    ) -> Draft:
+        """The next draft; an infeasible block gives an empty draft (the verifier then decodes alone)."""
+        try:
+            if config.temperature == 0.0:
+                return drafter.denoise(length, c, config, seed=seed, block_index=k)
+            return drafter.sample_parallel(length, c, config, gen, budget_left)
+        except InfeasibleConstraintError:
+            drafter.cancel()
+            return Draft(tokens=[], probs=[], nfe=1)
+
+    def _verify(
+        self,
+        verifier: _Verifier,
+        draft: Draft,
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        gen: torch.Generator,
+        done_len: int,
+        budget: int,
+    ) -> _Round:
+        """Walk the draft as the verifier would decode; advance ``c`` over what is emitted."""
+        logits = verifier.score(draft.tokens)
+        vocab = logits.shape[-1]
+        greedy = config.temperature == 0.0
+        end = self.end_id
+        emitted: list[int] = []
+        flags: list[bool] = []
+        j = 0
+        n = len(draft.tokens)
+        while True:
+            mask = draft.masks.get(j) if j < n else None
+            if mask is None and c is not None:
+                mask = c.next_token_mask()
+            mask = _fit_mask(mask, vocab)
+            if greedy:
+                tok = int(
+                    select_tokens(
+                        logits[j : j + 1],
+                        temperature=0.0,
+                        allowed=None if mask is None else mask.unsqueeze(0),
+                    )[0][0]
+                )
+                hit = j < n and draft.tokens[j] == tok
+            else:
+                p = target_probs(
+                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
+                )
+                if j < n:
+                    verdict = speculative_step(p, draft.probs[j], draft.tokens[j], gen)
+                    tok, hit = verdict.token, verdict.accepted
+                else:
+                    tok, hit = sample(p, gen), False
+            if tok < 0:
+                raise InfeasibleConstraintError("no token is allowed after the prefix")
+            piece = [tok]
+            forced: list[int] = []
+            if c is not None:
+                c.advance([tok])
+                if not c.done and tok != end:
+                    forced = c.forced_tokens()[: budget - done_len - len(emitted) - 1]
+                    if forced:
+                        c.advance(forced)
+            piece += forced
+            emitted += piece
+            flags += [False] + [True] * len(forced)
+            if (
+                (end is not None and end in piece)
+                or (c is not None and c.done)
+                or done_len + len(emitted) >= budget
+            ):
+                return _Round(emitted, True, flags)
+            if not hit:
+                return _Round(emitted, False, flags)
+            j += 1
+            if forced:
+                if draft.tokens[j : j + len(forced)] != forced:
+                    return _Round(emitted, False, flags)
+                j += len(forced)
+
+
+def check_same_tokenizer(drafter: Tokenizer, verifier: Tokenizer) -> None:
+    """Raise :class:`TokenizerMismatchError` unless both models share one tokenizer."""
+    if drafter.fingerprint != verifier.fingerprint:
+        raise TokenizerMismatchError(
+            f"the verifier's tokenizer ({verifier.source}, {verifier.vocab_size} tokens, "
+            f"fingerprint {verifier.fingerprint}) differs from the drafter's ({drafter.source}, "
+            f"{drafter.vocab_size} tokens, fingerprint {drafter.fingerprint}); hybrid decoding "
+            "compares token ids, so both models must use the same tokenizer"
+        )
