@@ -79,7 +79,7 @@ def test_sweeps_and_mask_match_brute_force(make_tables: MakeTables) -> None:
 
 
 @pytest.mark.parametrize(
-    ("states", "vocab", "seed"), [(1, 3, 0), (7, 11, 1), (40, 70, 2), (33, 64, 3)]
+    ("states", "vocab", "seed"), [(1, 3, 0), (7, 11, 1), (40, 70, 2), (20, 33, 3)]
 )
 def test_triton_matches_reference(
     states: int,
@@ -97,7 +97,7 @@ def test_triton_matches_reference(
         }
     )
     g = torch.Generator().manual_seed(seed)
-    rows = [_row(g, 9, vocab, 0.6) for _ in range(3)]
+    rows = [_row(g, 6, vocab, 0.6) for _ in range(3)]
     tokens = torch.stack([r[0] for r in rows]).to(device)
     masked = torch.stack([r[1] for r in rows]).to(device)
     masked[0] = True  # an all-mask row

@@ -112,7 +112,8 @@ def test_ties_pick_the_lowest_id(device: torch.device, triton_ok: None) -> None:
 
 
 def test_large_n(device: torch.device, triton_ok: None) -> None:
-    logits, allowed = _inputs(512, 40, 0.3, 5, device)
+    n = 8192 if device.type == "cuda" else 96  # the interpreter runs programs one by one
+    logits, allowed = _inputs(n, 40, 0.3, 5, device)
     tri = constrained_select(logits, allowed, 1.0, 77, backend="triton")
     ref = constrained_select(logits, allowed, 1.0, 77, backend="torch")
     assert torch.equal(tri[0], ref[0])
@@ -120,7 +121,7 @@ def test_large_n(device: torch.device, triton_ok: None) -> None:
 
 
 def test_fixed_seed_reproduces_and_seeds_differ(device: torch.device, triton_ok: None) -> None:
-    logits = torch.zeros(64, 50, device=device)  # uniform: the token is pure noise
+    logits = torch.zeros(12, 50, device=device)  # uniform: the token is pure noise
     for backend in ("triton", "torch"):
         a = constrained_select(logits, None, 1.0, 2024, backend=backend)[0]
         b = constrained_select(logits, None, 1.0, 2024, backend=backend)[0]
@@ -185,7 +186,7 @@ def test_bad_inputs_are_named() -> None:
 def test_gumbel_noise_is_finite_at_the_extremes() -> None:
     from agentflow.kernels.gumbel import gumbel_noise
 
-    # Enough (row, col) pairs that some hashes land in the top and bottom 2**-20 of the range.
-    noise = gumbel_noise(7, torch.arange(64).unsqueeze(1), torch.arange(1 << 16).unsqueeze(0))
+    # Enough (row, col) pairs that some hashes land in the top and bottom 2**-18 of the range.
+    noise = gumbel_noise(7, torch.arange(64).unsqueeze(1), torch.arange(1 << 14).unsqueeze(0))
     assert bool(torch.isfinite(noise).all())
-    assert noise.max().item() > 14.0 and noise.min().item() < -2.5
+    assert noise.max().item() > 12.0 and noise.min().item() < -2.5
