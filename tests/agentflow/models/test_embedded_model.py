@@ -1,0 +1,219 @@
+"""EmbeddedModel / HybridModel on tiny random-weight checkpoints written by the fixtures.
+
+Random weights know nothing, so these tests check what the constraint guarantees:
+every step's action is valid for the action schema; plus batching, streaming,
+usage, the constraint cache and the hybrid/AR paths.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+import torch
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from agentflow import Agent, MaxStepsExceeded, tool
+from agentflow.engine.chat_template import (
+    SPECIAL_TOKENS,
+    ChatMessage,
+    format_final,
+    format_tool_calls,
+    render_prompt,
+)
+from agentflow.engine.checkpoints import save_checkpoint
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
+from agentflow.engine.tokenizer import Tokenizer
+from agentflow.models import EmbeddedModel, HybridModel, StepRequest
+
+if not hasattr(__import__("agentflow.engine.constraints", fromlist=["x"]), "compile_constraint"):
+    pytest.skip(
+        "agentflow.engine.constraints.compile_constraint (schema -> Constraint) is not there yet",
+        allow_module_level=True,
+    )
+
+
+@tool
+def get_order(order_id: str, expand: bool = False) -> dict[str, Any]:
+    """Look up an order.
+
+    Args:
+        order_id: The order number.
+        expand: Include line items.
+    """
+    return {"order_id": order_id, "status": "shipped"}
+
+
+@tool
+def refund(order_id: str, amount: float) -> str:
+    """Refund an order."""
+    return "ok"
+
+
+def _corpus() -> list[str]:
+    tools = [get_order.spec, refund.spec]
+    convo = [
+        ChatMessage(role="user", content="Where is order 58213? Refund 20 euros please."),
+        ChatMessage(
+            role="assistant", content=format_tool_calls([("get_order", {"order_id": "58213"})])
+        ),
+        ChatMessage(role="tool", name="get_order", content='{"status":"shipped"}'),
+        ChatMessage(role="assistant", content=format_final("It has shipped.")),
+    ]
+    return [render_prompt(convo, tools, instructions="Help customers.")] * 20
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Tokenizer:
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=500,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(_corpus(), trainer=trainer)
+    return Tokenizer(hf)
+
+
+def _checkpoint(folder: Path, tokenizer: Tokenizer, attention: AttentionMode, seed: int) -> Path:
+    config = ModelConfig(
+        vocab_size=tokenizer.vocab_size,
+        dim=32,
+        n_layers=1,
+        n_heads=2,
+        n_kv_heads=1,
+        ffn_dim=64,
+        max_seq_len=1024,
+        attention=attention,
+        block_length=8,
+        mask_token_id=tokenizer.mask_id,
+        end_token_id=tokenizer.end_id,
+        pad_token_id=tokenizer.pad_id,
+    )
+    model = Transformer(config)
+    model.init_weights(seed)
+    return save_checkpoint(model, tokenizer, folder, dtype=torch.float32)
+
+
+@pytest.fixture(scope="module")
+def dlm_path(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> Path:
+    return _checkpoint(tmp_path_factory.mktemp("dlm"), tokenizer, "block", 0)
+
+
+@pytest.fixture(scope="module")
+def ar_path(tmp_path_factory: pytest.TempPathFactory, tokenizer: Tokenizer) -> Path:
+    return _checkpoint(tmp_path_factory.mktemp("ar"), tokenizer, "causal", 1)
+
+
+GEN = GenerationConfig(max_new_tokens=32, block_length=8, steps=8)
+
+
+@pytest.fixture(scope="module")
+def embedded(dlm_path: Path) -> EmbeddedModel:
+    """One model for the module: loading and constraint compilation happen once."""
+    return EmbeddedModel(dlm_path, generation=GEN)
+
+
+def request(
+    agent: Agent[Any, Any], text: str = "Where is order 58213?", **settings: Any
+) -> StepRequest:
+    return agent.build_request([ChatMessage(role="user", content=text)])
+
+
+def assert_valid(text: str, schema: dict[str, Any]) -> None:
+    jsonschema.validate(json.loads(text), schema)
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_step_returns_a_schema_valid_action_with_usage(
+    embedded: EmbeddedModel, dlm_path: Path
+) -> None:
+    model = embedded
+    agent = Agent("support", "Help customers.", [get_order, refund], model=model)
+    req = request(agent)
+    response = await model.step(req)
+    assert_valid(response.text, req.action_schema)
+    assert response.action.to_json() == json.dumps(
+        json.loads(response.text), separators=(",", ":"), ensure_ascii=False
+    )
+    u = response.usage
+    assert u.mode == "diffusion" and u.model == dlm_path.name
+    assert u.input_tokens > 20 and u.output_tokens > 0 and u.forward_passes > 0
+    assert u.forced_tokens > 0  # e.g. '{"' and key names are forced by the schema
+    compiled = dict(model._constraints)
+    await model.step(req)
+    assert model._constraints == compiled  # compiled once per schema
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_agent_run_steps_are_valid_and_concurrent_steps_batch(
+    embedded: EmbeddedModel,
+) -> None:
+    model = embedded
+    model.batcher.window_s = 0.05
+    agent = Agent("support", "Help customers.", [get_order, refund], model=model, max_steps=2)
+    outcomes: list[Any] = []
+
+    async def one(text: str) -> None:
+        try:
+            outcomes.append(await agent.run(text))
+        except MaxStepsExceeded as exc:  # random weights may keep calling tools
+            outcomes.append(exc.partial)
+
+    async with anyio.create_task_group() as tg:
+        for text in ("order 1?", "refund order 2", "where is 3"):
+            tg.start_soon(one, text)
+    assert max(model.batcher.batch_sizes) > 1
+    for result in outcomes:
+        for step in result.steps:
+            assert step.retry_reason is None  # constrained actions are never rejected
+            assert_valid(step.text, agent.action_schema)
+            assert step.usage.batch_size >= 1
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_stream_step_yields_growing_drafts_then_the_response(embedded: EmbeddedModel) -> None:
+    model = embedded
+    agent = Agent("support", tools=[get_order], model=model)
+    items = [item async for item in model.stream_step(request(agent))]
+    *deltas, response = items
+    assert deltas and all(response.text.startswith(d.text) for d in deltas)
+    assert deltas[-1].text == response.text
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_hybrid_and_ar_modes_are_valid_and_reported(dlm_path: Path, ar_path: Path) -> None:
+    model = HybridModel(dlm_path, ar_path, generation=GEN)
+    agent = Agent("support", tools=[get_order], model=model)
+    req = request(agent)
+    hybrid = await model.step(req)
+    assert_valid(hybrid.text, req.action_schema)
+    assert hybrid.usage.mode == "hybrid"
+    ar = EmbeddedModel(dlm_path, verifier=ar_path, mode="ar", generation=GEN)
+    response = await ar.step(req)
+    assert_valid(response.text, req.action_schema)
+    assert response.usage.mode == "ar"
+
+
+def test_bad_modes_are_rejected(dlm_path: Path) -> None:
+    with pytest.raises(ValueError, match="mode must be one of"):
+        EmbeddedModel(dlm_path, mode="fast")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="HybridModel mode"):
+        HybridModel(mode="diffusion")  # type: ignore[arg-type]
+    model = EmbeddedModel(dlm_path, mode="hybrid", generation=GEN)
+    agent = Agent("a", model=model)
+    with pytest.raises(ValueError, match="needs an autoregressive verifier"):
+        anyio.run(model.step, request(agent))
