@@ -125,16 +125,25 @@ class Agent(Generic[DepsT, OutputT]):
             parallel_calls=self.parallel_tool_calls,
         )
 
-    def build_request(self, messages: Sequence[ChatMessage]) -> StepRequest:
-        """The model request for the next step of a conversation."""
+    def build_request(
+        self, messages: Sequence[ChatMessage], *, escalate: str | None = None
+    ) -> StepRequest:
+        """The model request for the next step of a conversation.
+
+        ``escalate`` (a reason) re-does the step in hybrid mode when the agent runs in
+        ``auto`` mode: the runtime does this after pydantic rejected the parsed action.
+        """
+        mode, settings = self.mode, self.model_settings
+        if escalate is not None and mode == "auto":
+            mode, settings = "hybrid", {**settings, "reason": escalate}
         return StepRequest(
             messages=tuple(messages),
             tools=tuple(t.spec for t in self.tool_map.values()),
             action_schema=self.action_schema,
             output_schema=self.output_schema,
             instructions=self.instructions,
-            mode=self.mode,
-            settings=self.model_settings,
+            mode=mode,
+            settings=settings,
         )
 
     def validate_output(self, value: Any) -> OutputT:

@@ -90,6 +90,8 @@ class Runner:
         self.retries = 0
         self.resumed = False
         self._pending: _Pending | None = None
+        #: Set when pydantic rejected a final output: an ``auto`` agent re-does the step in hybrid.
+        self._escalate: str | None = None
         self._started = time.perf_counter()
 
     # -- resume ---------------------------------------------------------------------------------
@@ -211,7 +213,8 @@ class Runner:
             index = self.next_step
             agent = self.active
             yield self._emit(StepStart(run_id=self.run_id, agent=agent.name, step=index))
-            request = agent.build_request(self.messages)
+            request = agent.build_request(self.messages, escalate=self._escalate)
+            self._escalate = None
             model = agent.resolved_model()
             response: StepResponse | None = None
             t0 = time.perf_counter()
@@ -246,6 +249,7 @@ class Runner:
                     output = agent.validate_output(action.final)
                 except ValidationError as exc:
                     reason = f"invalid final output: {_short(exc)}"
+                    self._escalate = f"validation: {_short(exc)}"
                     async for event in self._reject(
                         index, action, response.text, response.usage, reason
                     ):

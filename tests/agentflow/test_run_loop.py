@@ -295,3 +295,18 @@ async def test_mode_and_settings_reach_the_model() -> None:
     assert validator.is_valid({"final": "text"})
     assert not validator.is_valid({"final": 3})
     assert not validator.is_valid({"tool_calls": [{"name": "x", "arguments": {}}]})
+
+
+@pytest.mark.anyio
+async def test_auto_mode_redoes_a_rejected_output_in_hybrid_mode() -> None:
+    seen: list[tuple[str | None, str | None]] = []
+
+    def decide(request: StepRequest) -> Action:
+        seen.append((request.mode, request.settings.get("reason")))
+        if len(seen) == 1:
+            return Action.final_output({"order_id": "1"})  # missing status
+        return Action.final_output({"order_id": "1", "status": "ok"})
+
+    agent = Agent("a", output_type=Ticket, model=FunctionModel(decide), mode="auto")
+    await agent.run("x")
+    assert seen == [("auto", None), ("hybrid", "validation: status: Field required")]
