@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-import torch
-from engine_fakes import FixedAnswer
+from engine_testing import FixedAnswer, make_config, make_model
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from agentflow.engine.chat_template import SPECIAL_TOKENS
-from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
+from agentflow.engine.model import AttentionMode, Transformer
 from agentflow.engine.tokenizer import Tokenizer
 
 _CORPUS = [
@@ -21,38 +20,6 @@ _CORPUS = [
     "get_weather(city: string, unit?: string) - Current weather for a city.",
     "The quick brown fox jumps over the lazy dog. 0123456789",
 ]
-
-
-def make_config(attention: AttentionMode = "block", **overrides: object) -> ModelConfig:
-    """A tiny config with the embedded special ids (pad 0, mask 1, end 2)."""
-    base: dict[str, object] = dict(
-        vocab_size=96,
-        dim=32,
-        n_layers=2,
-        n_heads=4,
-        n_kv_heads=2,
-        ffn_dim=64,
-        max_seq_len=256,
-        attention=attention,
-        block_length=4,
-        mask_token_id=1,
-        end_token_id=2,
-        pad_token_id=0,
-        tie_embeddings=False,
-    )
-    base.update(overrides)
-    return ModelConfig(**base)  # type: ignore[arg-type]
-
-
-def make_model(config: ModelConfig, seed: int = 0, peak: float = 40.0) -> Transformer:
-    """Random weights; ``peak`` scales the output head so predictions are confident and tie-free."""
-    torch.manual_seed(seed)
-    model = Transformer(config)
-    model.init_weights(seed)
-    with torch.no_grad():
-        head = model.tok_embeddings if model.output is None else model.output
-        head.weight.mul_(peak)
-    return model.eval()
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from engine_testing import make_config, make_model
 from safetensors import safe_open
 from safetensors.torch import save_file
 from tokenizers import Tokenizer as HFTokenizer
@@ -18,8 +19,6 @@ from agentflow.engine.checkpoint_formats import FORMATS, SUPPORTED_FORMATS
 from agentflow.engine.checkpoints import load_checkpoint, resolve_model_path, save_checkpoint
 from agentflow.engine.errors import CheckpointError
 from agentflow.engine.model import Transformer
-
-from conftest import make_config, make_model  # isort: skip
 
 VOCAB, DIM, LAYERS, HEADS, KV, FFN = 64, 16, 2, 4, 2, 24
 

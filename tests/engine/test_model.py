@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import make_config, make_model
+from engine_testing import make_config, make_model
 
 from agentflow.engine.model import KVCache, ModelConfig, Transformer
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 import torch
-from conftest import make_config, make_model
+from engine_testing import make_config, make_model
 
 from agentflow.engine.errors import ContextLengthError
 from agentflow.engine.generation import GenerationConfig

@@ -1,4 +1,8 @@
-"""A small DecodeConstraint that forces one fixed answer, to test the constraint plumbing."""
+"""Helpers of the engine tests: tiny random models and a fake DecodeConstraint.
+
+Imported by name (``from engine_testing import ...``); the name is unique so it
+cannot collide with another folder's ``conftest``.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,8 @@ from typing import Any
 
 import torch
 from torch import Tensor
+
+from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 
 
 class FixedAnswer:
@@ -99,3 +105,35 @@ class FixedAnswer:
 
     def rollback(self, snapshot: Any) -> None:
         self.offset = snapshot
+
+
+def make_config(attention: AttentionMode = "block", **overrides: object) -> ModelConfig:
+    """A tiny config with the embedded special ids (pad 0, mask 1, end 2)."""
+    base: dict[str, object] = dict(
+        vocab_size=96,
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_dim=64,
+        max_seq_len=256,
+        attention=attention,
+        block_length=4,
+        mask_token_id=1,
+        end_token_id=2,
+        pad_token_id=0,
+        tie_embeddings=False,
+    )
+    base.update(overrides)
+    return ModelConfig(**base)  # type: ignore[arg-type]
+
+
+def make_model(config: ModelConfig, seed: int = 0, peak: float = 40.0) -> Transformer:
+    """Random weights; ``peak`` scales the output head so predictions are confident and tie-free."""
+    torch.manual_seed(seed)
+    model = Transformer(config)
+    model.init_weights(seed)
+    with torch.no_grad():
+        head = model.tok_embeddings if model.output is None else model.output
+        head.weight.mul_(peak)
+    return model.eval()
