@@ -272,25 +272,28 @@ def _counts(sequences: list[list[int]]) -> dict[tuple[int, ...], int]:
 
 @pytest.mark.parametrize("constrained", [False, True])
 def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool) -> None:
-    vocab, samples, prompt = 10, 2500, [4, 7, 5]
-    drafter = make_model(make_config("block", vocab_size=vocab), seed=21, peak=3.0)
-    verifier = make_model(make_config("causal", vocab_size=vocab), seed=22, peak=3.0)
-    budget = 3 if constrained else 2
+    vocab, samples, prompt, budget = 10, 700, [4, 7, 5], 2
+    small = dict(vocab_size=vocab, dim=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=32)
+    drafter = make_model(make_config("block", **small), seed=21, peak=3.0)
+    verifier = make_model(make_config("causal", **small), seed=22, peak=3.0)
 
     def make() -> SubsetConstraint:
         return SubsetConstraint({0, 3, 5, 6, 7, 8}, {3: 9, 6: 4}, vocab, end_id=2)
 
+    factory = make if constrained else None
     cfg = GenerationConfig(max_new_tokens=budget, block_length=budget, temperature=1.0, seed=0)
     engine = HybridEngine(drafter, verifier, options=HybridOptions(min_draft=budget))
     cons = [make() for _ in range(samples)] if constrained else None
     res = engine.generate([prompt] * samples, cfg, constraints=cons)
-    probs = exact_distribution(verifier, prompt, budget, 1.0, make if constrained else None)
-    assert chi_square_pvalue(_counts(res.sequences), probs) > 1e-3
+    counts = _counts(res.sequences)
+    assert (
+        chi_square_pvalue(counts, exact_distribution(verifier, prompt, budget, 1.0, factory)) > 1e-3
+    )
     stats = stats_of(res)
     assert stats.accepted_tokens > samples // 4  # drafts are kept often: q matters, not only p
-    if not constrained:  # the same test rejects the drafter's own samples: it can fail
-        own = engine.generate([prompt] * samples, cfg, mode="diffusion")
-        assert chi_square_pvalue(_counts(own.sequences), probs) < 1e-6
+    # The same counts are rejected against the verifier at another temperature: the test can fail.
+    colder = exact_distribution(verifier, prompt, budget, 0.5, factory)
+    assert chi_square_pvalue(counts, colder) < 1e-4
 
 
 def test_speculative_step_rule() -> None:
