@@ -6,6 +6,8 @@ this layout, in Triton and in the references.
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch import Tensor
 
@@ -33,12 +35,25 @@ def pack_bits(mask: Tensor) -> Tensor:
     return words.to(torch.int32)
 
 
+def _byte_table(device: torch.device) -> Tensor:
+    """bool [256, 8]: bit j of byte value b."""
+    values = torch.arange(256, device=device).unsqueeze(1)
+    return torch.bitwise_and(
+        torch.bitwise_right_shift(values, torch.arange(8, device=device)), 1
+    ).bool()
+
+
 def unpack_bits(words: Tensor, n: int) -> Tensor:
     """int32 ``[..., ceil(n/32)]`` → bool ``[..., n]``."""
     if words.dtype != torch.int32:
         raise TypeError(f"unpack_bits expects int32 words, got {words.dtype}")
     if words.shape[-1] != num_words(n):
         raise ValueError(f"{n} bits need {num_words(n)} words, got {words.shape[-1]}")
+    if sys.byteorder == "little":
+        # Byte k of a little-endian word holds bits 8k..8k+7: one table lookup per byte.
+        data = words.contiguous().view(torch.uint8).long()
+        bits = _byte_table(words.device)[data]
+        return bits.reshape(*words.shape[:-1], -1)[..., :n]
     shifts = torch.arange(32, dtype=torch.int32, device=words.device)
     bits = torch.bitwise_and(torch.bitwise_right_shift(words.unsqueeze(-1), shifts), 1)
     return bits.reshape(*words.shape[:-1], -1)[..., :n].to(torch.bool)

@@ -64,16 +64,22 @@ def constrained_select_reference(
     scores = logits.float()
     if temperature > 0:
         scores = scores / temperature
-    if allowed is not None:
-        scores = scores.masked_fill(~unpack_bits(allowed, v), float("-inf"))
+    keep = unpack_bits(allowed, v) if allowed is not None else None
+    if keep is not None:
+        scores = scores.masked_fill(~keep, float("-inf"))
     if n == 0:
         empty = torch.empty(0, device=logits.device)
         return empty.long(), empty.float()
     lse = torch.logsumexp(scores, dim=-1)
     if temperature > 0:
-        rows = torch.arange(n, device=logits.device).unsqueeze(1)
-        cols = torch.arange(v, device=logits.device).unsqueeze(0)
-        key = scores + gumbel_noise(seed or 0, rows, cols)
+        if keep is None:
+            rows = torch.arange(n, device=logits.device).unsqueeze(1)
+            cols = torch.arange(v, device=logits.device).unsqueeze(0)
+            key = scores + gumbel_noise(seed or 0, rows, cols)
+        else:  # noise only where a token is allowed (the others stay -inf)
+            rows, cols = torch.nonzero(keep, as_tuple=True)
+            key = torch.full_like(scores, float("-inf"))
+            key[rows, cols] = scores[rows, cols] + gumbel_noise(seed or 0, rows, cols)
         token = key.argmax(dim=-1)
         chosen = scores.gather(1, token.unsqueeze(1)).squeeze(1)
     else:
