@@ -387,3 +387,61 @@ def test_bad_models_and_modes_are_refused() -> None:
         HybridEngine(block, make_model(make_config("bidirectional")))
     with pytest.raises(ValueError, match="mode must be"):
         HybridEngine(block, causal).generate([5], mode="ar")  # type: ignore[arg-type]
+
+
+# -- plumbing: checkpoints and the CLI -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory: pytest.TempPathFactory, hf_tokenizer) -> dict[str, Path]:
+    """A tiny drafter, a verifier with the same tokenizer, and one with another tokenizer."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+
+    from agentflow.engine.checkpoints import save_checkpoint
+
+    tok = Tokenizer(hf_tokenizer)
+    vocab = tok.vocab_size
+    root = tmp_path_factory.mktemp("hybrid")
+    out = {
+        "dlm": save_checkpoint(
+            make_model(make_config("block", vocab_size=vocab), seed=0), tok, root / "dlm"
+        ),
+        "ar": save_checkpoint(
+            make_model(make_config("causal", vocab_size=vocab), seed=1), tok, root / "ar"
+        ),
+    }
+    words = {t: i for i, t in enumerate(["<|pad|>", "<|mask|>", "<|end|>", "a", "b"])}
+    other = HFTokenizer(models.WordLevel(words, unk_token="a"))
+    foreign = make_model(make_config("causal", vocab_size=vocab), seed=2)
+    out["foreign"] = save_checkpoint(foreign, other, root / "foreign")
+    return out
+
+
+def test_cli_hybrid_prints_the_verifier_greedy_text(checkpoints, capsys) -> None:
+    from agentflow.cli import main
+
+    def run(*argv: str) -> dict[str, Any]:
+        assert (
+            main(["generate", "Where is order 58213?", "--json", "--max-new-tokens", "12", *argv])
+            == 0
+        )
+        return json.loads(capsys.readouterr().out)
+
+    hybrid = run(
+        "--model", str(checkpoints["dlm"]), "--verifier", str(checkpoints["ar"]), "--mode", "hybrid"
+    )
+    ar = run("--model", str(checkpoints["ar"]), "--mode", "ar")
+    assert hybrid["text"] == ar["text"]
+    assert hybrid["stats"]["mode"] == "hybrid"
+    auto = run(
+        "--model", str(checkpoints["dlm"]), "--verifier", str(checkpoints["ar"]), "--mode", "auto"
+    )
+    assert auto["stats"]["mode"] in ("diffusion", "hybrid")
+
+
+def test_from_pretrained_refuses_a_verifier_with_another_tokenizer(checkpoints) -> None:
+    engine = HybridEngine.from_pretrained(checkpoints["dlm"], checkpoints["ar"])
+    assert engine.generate([5, 6], GenerationConfig(max_new_tokens=4)).stats.tokens > 0
+    with pytest.raises(TokenizerMismatchError, match="must use the same tokenizer"):
+        HybridEngine.from_pretrained(checkpoints["dlm"], checkpoints["foreign"])
