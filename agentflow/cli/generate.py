@@ -171,11 +171,19 @@ def _hybrid(
             "--mode hybrid is not available: agentflow.engine.hybrid is missing"
         ) from exc
     verifier = load_checkpoint(args.verifier)
-    engine = hybrid.HybridEngine(loaded.model, verifier.model, loaded.tokenizer)
-    return engine.generate([ids], config, constraints=[constraint], on_block=on_block)
+    engine = hybrid.HybridEngine(
+        loaded.model, verifier.model, loaded.tokenizer, verifier_tokenizer=verifier.tokenizer
+    )
+    mode = "auto" if args.mode == "auto" else "hybrid"
+    return engine.generate([ids], config, constraints=[constraint], on_block=on_block, mode=mode)
 
 
-DECODERS: dict[str, Decoder] = {"diffusion": _diffusion, "ar": _ar, "hybrid": _hybrid}
+DECODERS: dict[str, Decoder] = {
+    "diffusion": _diffusion,
+    "ar": _ar,
+    "hybrid": _hybrid,
+    "auto": _hybrid,  # diffusion, re-done in hybrid mode when the draft is not trusted
+}
 
 
 class _Streamer:
