@@ -24,6 +24,8 @@ from .errors import (
 )
 from .generation import GenerationConfig, GenerationResult, GenerationStats, RowStats
 from .hf_chat_template import ChatTemplateError, HFChatTemplate, render_conversation
+from .hybrid import HybridEngine, HybridOptions
+from .hybrid_stats import HybridStats, ServedMode
 from .model import KVCache, ModelConfig, Transformer
 from .sampler import BlockOutcome, DiffusionEngine, denoise_block
 from .tokenizer import Tokenizer
@@ -44,6 +46,9 @@ __all__ = [
     "GenerationResult",
     "GenerationStats",
     "HFChatTemplate",
+    "HybridEngine",
+    "HybridOptions",
+    "HybridStats",
     "InfeasibleConstraintError",
     "KVCache",
     "LoadedModel",
@@ -51,6 +56,7 @@ __all__ = [
     "RowStats",
     "SchemaError",
     "Segment",
+    "ServedMode",
     "Tokenizer",
     "TokenizerMismatchError",
     "ToolSpec",
