@@ -66,6 +66,7 @@ class Constraint:
         self.automaton = automaton
         self.tokenizer = tokenizer
         self.backend: Backend = backend
+        #: Kernel inputs, on the automaton's device.
         self.tables = SweepTables.from_transitions(
             automaton.num_states,
             automaton.vocab_size,
@@ -74,8 +75,12 @@ class Constraint:
             automaton.next_states,
             automaton.live,
         )
-        self.forced = ForcedText.build(automaton, tokenizer)
-        self.distance = _distance_to_done(self.tables, automaton.done_state)
+        # Per-token checks and state walks are scalar work: they read CPU copies.
+        on_cpu = automaton.offsets.device.type == "cpu"
+        self.host = automaton if on_cpu else automaton.to("cpu")
+        self.host_tables = self.tables if on_cpu else _to_cpu(self.tables)
+        self.forced = ForcedText.build(self.host, tokenizer)
+        self.distance = _distance_to_done(self.host_tables, automaton.done_state)
 
     @property
     def vocab_size(self) -> int:
@@ -99,7 +104,7 @@ class ConstraintSession:
 
     def __init__(self, constraint: Constraint, max_tokens: int | None = None) -> None:
         self._c = constraint
-        self._a = constraint.automaton
+        self._a = constraint.host
         self._state = constraint.automaton.initial_state
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
@@ -153,7 +158,7 @@ class ConstraintSession:
             backend=self._c.backend,
         )
         s = self._a.num_states
-        return unpack_bits(fwd[0], s), unpack_bits(bwd[0], s)
+        return unpack_bits(fwd[0], s).cpu(), unpack_bits(bwd[0], s).cpu()
 
     def _check_row(self, tokens: Tensor, masked: Tensor) -> None:
         if tokens.dim() != 1 or masked.shape != tokens.shape or masked.dtype != torch.bool:
@@ -172,7 +177,7 @@ class ConstraintSession:
         """Is ``token`` allowed at masked ``pos`` given the sweeps?"""
         if not 0 <= token < self._c.vocab_size:
             return False
-        t = self._c.tables
+        t = self._c.host_tables
         lo, hi = int(t.tok_offsets[token]), int(t.tok_offsets[token + 1])
         src, dst = t.tok_src[lo:hi].long(), t.tok_dst[lo:hi].long()
         return bool((fwd[pos][src] & bwd[pos + 1][dst]).any())
@@ -180,8 +185,9 @@ class ConstraintSession:
     def _masks(self, fwd: Tensor, bwd: Tensor, positions: Sequence[int]) -> Tensor:
         """Packed allowed masks int32 [len(positions), ceil(V/32)]."""
         idx = torch.tensor(list(positions), dtype=torch.int64)
-        packed_f = pack_bits(fwd[idx])
-        packed_b = pack_bits(bwd[idx + 1])
+        dev = self._c.tables.offsets.device
+        packed_f = pack_bits(fwd[idx]).to(dev)
+        packed_b = pack_bits(bwd[idx + 1]).to(dev)
         return allowed_mask(packed_f, packed_b, self._c.tables, backend=self._c.backend)
 
     def _logits(self, logits: Tensor, length: int) -> Tensor:
@@ -220,8 +226,11 @@ class ConstraintSession:
         ]
         if fails:
             words = (self._c.vocab_size + 31) // 32
-            allowed = torch.full((len(positions), words), -1, dtype=torch.int32)
-            allowed[fails] = self._masks(fwd, bwd, [positions[k] for k in fails])
+            fail_masks = self._masks(fwd, bwd, [positions[k] for k in fails])
+            allowed = torch.full(
+                (len(positions), words), -1, dtype=torch.int32, device=fail_masks.device
+            )
+            allowed[torch.tensor(fails, device=fail_masks.device)] = fail_masks
             allowed = allowed.to(rows.device)
             tok, conf = constrained_select(
                 rows, allowed, temperature, seed, backend=self._c.backend
@@ -403,6 +412,11 @@ class ConstraintSession:
             state = nxt
         self._state = state
         self._used += len(token_ids)
+
+
+def _to_cpu(tables: SweepTables) -> SweepTables:
+    moved = {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in tables.__dict__.items()}
+    return SweepTables(**moved)
 
 
 def _distance_to_done(tables: SweepTables, done: int) -> Tensor:

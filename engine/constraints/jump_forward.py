@@ -69,13 +69,12 @@ class ForcedText:
         if not seen <= single:
             return cls(automaton, tokenizer, token_bytes, None)
         s = automaton.num_states
-        src = torch.repeat_interleave(
-            torch.arange(s), automaton.offsets[1:] - automaton.offsets[:-1]
-        )
-        byte = byte_of[automaton.tokens.long()]
+        offsets = automaton.offsets.cpu()
+        src = torch.repeat_interleave(torch.arange(s), offsets[1:] - offsets[:-1])
+        byte = byte_of[automaton.tokens.cpu().long()]
         keep = byte >= 0
         byte_next = torch.full((s, 256), -1, dtype=torch.int32)
-        byte_next[src[keep], byte[keep]] = automaton.next_states[keep]
+        byte_next[src[keep], byte[keep]] = automaton.next_states.cpu()[keep]
         return cls(automaton, tokenizer, token_bytes, byte_next)
 
     def forced_bytes(self, state: int, live: Tensor, limit: int = MAX_FORCED_BYTES) -> bytes:
@@ -83,7 +82,8 @@ class ForcedText:
         if self.byte_next is None:
             return b""
         out = bytearray()
-        final = self.automaton.final
+        final = self.automaton.final.cpu()
+        live = live.cpu()
         while len(out) < limit and not bool(final[state]):
             nxt = self.byte_next[state]
             ok = nxt >= 0
