@@ -55,7 +55,7 @@ class _Job:
     schema: dict[str, Any]
     mode: str
     reason: str
-    config: GenerationConfig
+    settings: dict[str, Any]
     on_text: Callable[[str], None] | None = None
 
 
@@ -184,9 +184,12 @@ class EmbeddedModel:
     # -- decoding (worker thread) ----------------------------------------------------------------
 
     def _config(self, settings: dict[str, Any]) -> GenerationConfig:
+        """Decoding knobs: the model's defaults (block length from the checkpoint) + step settings."""
         from agentflow.engine.generation import GenerationConfig
 
-        base = self._generation or GenerationConfig(max_new_tokens=256)
+        base = self._generation or GenerationConfig(
+            max_new_tokens=256, block_length=self._loaded.config.block_length
+        )
         known = _generation_fields()
         unknown = sorted(set(settings) - known)
         if unknown:
@@ -196,7 +199,7 @@ class EmbeddedModel:
     def _run_batch(self, jobs: list[_Job]) -> list[_Outcome | Exception]:
         """Decode jobs of one mode and config in one engine call (runs in a worker thread)."""
         self.load()
-        config = jobs[0].config
+        config = self._config(jobs[0].settings)
         mode = jobs[0].mode
         failed: dict[int, Exception] = {}
         sessions: list[Any] = []
@@ -254,11 +257,12 @@ class EmbeddedModel:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
         reason = str(request.settings.get("reason", "requested"))
-        config = self._config({k: v for k, v in request.settings.items() if k != "reason"})
-        return _Job(prompt, dict(request.action_schema), mode, reason, config, on_text)
+        settings = {k: v for k, v in request.settings.items() if k != "reason"}
+        return _Job(prompt, dict(request.action_schema), mode, reason, settings, on_text)
 
     async def _submit(self, job: _Job) -> _Outcome:
-        outcome, _ = await self.batcher.submit(job, key=(job.mode, job.config))
+        key = (job.mode, job.reason, compact_json(job.settings))
+        outcome, _ = await self.batcher.submit(job, key=key)
         return outcome
 
     def _response(self, outcome: _Outcome, started: float) -> StepResponse:
