@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
+import torch
 from engine_testing import FixedAnswer, make_config, make_model
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
@@ -20,6 +21,15 @@ _CORPUS = [
     "get_weather(city: string, unit?: string) - Current weather for a city.",
     "The quick brown fox jumps over the lazy dog. 0123456789",
 ]
+
+
+@pytest.fixture(autouse=True)
+def single_thread() -> Iterator[None]:
+    """Tiny models run several times faster on one thread than on two contended ones."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture
