@@ -108,6 +108,10 @@ class Runner:
             )
         self.resumed = True
         for step in stored.steps:
+            if not step.complete and (step.action is None or step.action.is_final):
+                # Decided but never confirmed (a crash right after the model answered): ask again.
+                self.next_step = step.index
+                break
             record = StepRecord(
                 index=step.index,
                 agent=step.agent,
@@ -130,12 +134,9 @@ class Runner:
                 self.messages.extend(step.messages)
                 self.retries = self.retries + 1 if step.retry_reason else 0
                 self.active = self._agent_named(step.next_agent or step.agent)
-            elif step.action is not None and not step.action.is_final:
+            else:
                 self.active = self._agent_named(step.agent)
                 self._pending = _Pending(step.index, record, dict(step.results))
-            else:  # a final action that was never confirmed: ask again
-                self.steps.pop()
-                self.next_step = step.index
 
     def _agent_named(self, name: str) -> Agent[Any, Any]:
         if name not in self.agents:
@@ -204,6 +205,12 @@ class Runner:
             pending, self._pending = self._pending, None
             async for event in self._act(pending.record, pending.results):
                 yield event
+        last = self.steps[-1] if self.steps else None
+        if self.resumed and last is not None and last.action is not None and last.action.is_final:
+            # The final step was recorded but the run was not marked completed: finish it.
+            async for event in self._finish(last, self.active.validate_output(last.action.final)):
+                yield event
+            return
         max_steps = self.root.max_steps
         while True:
             if self.next_step >= max_steps:
@@ -284,20 +291,25 @@ class Runner:
                     await self.store.complete_step(
                         self.run_id, index, self.messages[-1:], agent.name
                     )
-                    await self.store.finish_run(self.run_id, "completed", output=output)
-                result = self.result(output, completed=True)
-                yield self._emit(
-                    FinalEvent(
-                        run_id=self.run_id,
-                        agent=agent.name,
-                        step=index,
-                        output=output,
-                        result=result,
-                    )
-                )
+                async for event in self._finish(record, output):
+                    yield event
                 return
             async for event in self._act(record, {}):
                 yield event
+
+    async def _finish(self, record: StepRecord, output: Any) -> AsyncIterator[AgentEvent]:
+        if self.store is not None:
+            await self.store.finish_run(self.run_id, "completed", output=output)
+        result = self.result(output, completed=True)
+        yield self._emit(
+            FinalEvent(
+                run_id=self.run_id,
+                agent=record.agent,
+                step=record.index,
+                output=output,
+                result=result,
+            )
+        )
 
     async def _act(
         self, record: StepRecord, replayed: dict[str, ToolOutcome]

@@ -160,3 +160,41 @@ async def test_failed_runs_are_marked_failed(tmp_path: Path) -> None:
     assert [s.complete for s in stored.steps] == [True, True]
     with pytest.raises(RunStateError, match="is failed"):
         await agent.resume("f")
+
+
+class FlakyFinishStore(RunStore):
+    """Dies once while marking a run completed: the final step is recorded, the status is not."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(path)
+        self.armed = True
+
+    async def finish_run(self, run_id: str, status: Any, **kwargs: Any) -> None:
+        if self.armed and status == "completed":
+            self.armed = False
+            raise RuntimeError("disk unplugged")
+        await super().finish_run(run_id, status, **kwargs)
+
+
+@pytest.mark.anyio
+async def test_resume_after_the_final_step_was_recorded_does_not_ask_the_model_again(
+    tmp_path: Path,
+) -> None:
+    asked: list[int] = []
+
+    def counting(request: StepRequest) -> Action:
+        asked.append(1)
+        return decide(request)
+
+    store = FlakyFinishStore(tmp_path / "runs.db")
+    calls: Counter[str] = Counter()
+    agent = Agent(
+        "fulfil", tools=make_tools(calls, set()), model=FunctionModel(counting), store=store
+    )
+    with pytest.raises(RuntimeError, match="disk unplugged"):
+        await agent.run("go", run_id="f1")
+    assert len(asked) == 2
+    result = await agent.resume("f1")
+    assert len(asked) == 2 and calls == {"charge": 1, "ship": 1}
+    assert result.output == "charged 9.5, shipped 7"
+    assert (await store.load_run("f1")).status == "completed"
