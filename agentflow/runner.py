@@ -41,6 +41,7 @@ from .events import (
 from .execution import act
 from .models.base import Action, ActionParseError, StepDelta, StepResponse, StepUsage, ToolCall
 from .result import RunResult, StepRecord, ToolOutcome
+from .resume import restore_run
 from .usage import RunUsage
 
 if TYPE_CHECKING:
@@ -97,46 +98,18 @@ class Runner:
     # -- resume ---------------------------------------------------------------------------------
 
     def restore(self, stored: StoredRun) -> None:
-        """Rebuild the run's state from the store (completed steps, and a half-done last step)."""
-        if stored.status != "running":
-            raise RunStateError(
-                f"run {stored.run_id!r} is {stored.status}; only running runs resume"
-            )
-        if stored.agent != self.root.name:
-            raise RunStateError(
-                f"run {stored.run_id!r} was started by agent {stored.agent!r}, not {self.root.name!r}"
-            )
+        """Continue from the store's record of this run (see :mod:`agentflow.resume`)."""
+        state = restore_run(stored, self.root.name)
         self.resumed = True
-        for step in stored.steps:
-            if not step.complete and (step.action is None or step.action.is_final):
-                # Decided but never confirmed (a crash right after the model answered): ask again.
-                self.next_step = step.index
-                break
-            record = StepRecord(
-                index=step.index,
-                agent=step.agent,
-                action=step.action,
-                text=step.text,
-                usage=step.usage,
-                retry_reason=step.retry_reason,
-            )
-            self.usage.add_step(step.usage)
-            self.steps.append(record)
-            self.next_step = step.index + 1
-            if step.complete:
-                assert step.messages is not None
-                record.tool_results = [
-                    step.results[c.id]
-                    for c in (step.action.tool_calls if step.action else ())
-                    if c.id in step.results
-                ]
-                self.usage.tool_calls += len(record.tool_results)
-                self.messages.extend(step.messages)
-                self.retries = self.retries + 1 if step.retry_reason else 0
-                self.active = self._agent_named(step.next_agent or step.agent)
-            else:
-                self.active = self._agent_named(step.agent)
-                self._pending = _Pending(step.index, record, dict(step.results))
+        self.messages = state.messages
+        self.steps = state.steps
+        self.usage = state.usage
+        self.next_step = state.next_step
+        self.retries = state.retries
+        self.active = self._agent_named(state.active)
+        if state.pending is not None:
+            record, results = state.pending
+            self._pending = _Pending(record.index, record, results)
 
     def _agent_named(self, name: str) -> Agent[Any, Any]:
         if name not in self.agents:
