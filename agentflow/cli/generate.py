@@ -171,9 +171,12 @@ def _hybrid(
             "--mode hybrid is not available: agentflow.engine.hybrid is missing"
         ) from exc
     verifier = load_checkpoint(args.verifier)
-    engine = hybrid.HybridEngine(
-        loaded.model, verifier.model, loaded.tokenizer, verifier_tokenizer=verifier.tokenizer
-    )
+    try:
+        engine = hybrid.HybridEngine(
+            loaded.model, verifier.model, loaded.tokenizer, verifier_tokenizer=verifier.tokenizer
+        )
+    except ValueError as exc:
+        raise CLIError(f"--mode {args.mode}: {exc}") from exc
     mode = "auto" if args.mode == "auto" else "hybrid"
     return engine.generate([ids], config, constraints=[constraint], on_block=on_block, mode=mode)
 

@@ -129,12 +129,13 @@ def test_errors(dlm: Path, arm: Path, tmp_path: Path, capsys: pytest.CaptureFixt
     assert main(["generate", "hi", "--model", str(dlm), "--block-length", "0"]) == 2
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("agentflow.engine.hybrid") is not None,
-    reason="hybrid mode is installed; its own tests cover it",
-)
-def test_hybrid_mode_reports_a_clear_error_until_it_exists(
-    dlm: Path, capsys: pytest.CaptureFixture[str]
+def test_hybrid_mode_dispatches_to_the_hybrid_engine(
+    dlm: Path, arm: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["generate", "hi", "--model", str(dlm), "--mode", "hybrid"]) == 2
-    assert "hybrid" in capsys.readouterr().err
+    argv = ["generate", "hi", "--model", str(dlm), "--mode", "hybrid", "--verifier", str(arm)]
+    if importlib.util.find_spec("agentflow.engine.hybrid") is None:
+        assert main(argv) == 2
+        assert "hybrid" in capsys.readouterr().err
+        return
+    out = run_json(capsys, *argv[1:], "--max-new-tokens", "8")
+    assert out["stats"]["tokens"] <= 8 and out["stats"]["nfe"] >= 1
