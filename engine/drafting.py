@@ -60,6 +60,12 @@ class Draft:
     forced: int = 0
 
 
+def grow_cache(cache: KVCache, need: int) -> None:
+    """Make room for ``need`` positions, at least doubling (appending to a cache copies it)."""
+    if need > cache.max_len:
+        cache.reserve(max(need, 2 * cache.max_len))
+
+
 def cut_after_end(tokens: list[int], end_id: int | None) -> list[int]:
     """``tokens`` up to and including the first end token."""
     if end_id is not None and end_id in tokens:
@@ -119,7 +125,7 @@ class Drafter:
         if self.bidirectional:
             self.cache.truncate(0)
             self.pending = self.history
-        self.cache.reserve(self.cache.length + self.pending.length + length)
+        grow_cache(self.cache, self.cache.length + self.pending.length + length)
         self._cache_len = self.cache.length
         self._carry = self.pending
 

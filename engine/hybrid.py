@@ -43,7 +43,7 @@ from .decode_batch import (
     constraint_list,
     encode_prompts,
 )
-from .drafting import Draft, Drafter
+from .drafting import Draft, Drafter, grow_cache
 from .errors import InfeasibleConstraintError, TokenizerMismatchError
 from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
 from .hybrid_stats import HybridStats, ServedMode
@@ -135,6 +135,7 @@ class _Verifier:
     def score(self, draft: list[int]) -> Tensor:
         """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
         seq = self.unseen + draft
+        grow_cache(self.cache, self.cache.length + len(seq))
         dev = self.cache.k.device
         positions = (self.position + torch.arange(len(seq), device=dev)).unsqueeze(0)
         seg = Segment(
