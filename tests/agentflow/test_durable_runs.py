@@ -198,3 +198,41 @@ async def test_resume_after_the_final_step_was_recorded_does_not_ask_the_model_a
     assert len(asked) == 2 and calls == {"charge": 1, "ship": 1}
     assert result.output == "charged 9.5, shipped 7"
     assert (await store.load_run("f1")).status == "completed"
+
+
+@pytest.mark.anyio
+async def test_resumed_caller_resumes_its_sub_agent_run(tmp_path: Path) -> None:
+    calls: Counter[str] = Counter()
+    crash = {"armed": True}
+
+    @tool
+    def lookup(key: str) -> str:
+        """Look something up."""
+        calls[key] += 1
+        return key.upper()
+
+    def sub_decides(request: StepRequest) -> Action:
+        obs = observations(request)
+        if not obs:
+            return Action.call(("lookup", {"key": "x"}))
+        if crash["armed"]:
+            crash["armed"] = False
+            raise Crash  # the process dies inside the sub-run, after its tool finished
+        return Action.final_output(f"found {obs['lookup']}")
+
+    def boss_decides(request: StepRequest) -> Action:
+        obs = observations(request)
+        if not obs:
+            return Action.call(("helper", {"task": "find x"}))
+        return Action.final_output(f"helper says: {obs['helper']}")
+
+    store = RunStore(tmp_path / "runs.db")
+    helper = Agent("helper", tools=[lookup], model=FunctionModel(sub_decides), store=store)
+    boss = Agent("boss", tools=[helper.as_tool()], model=FunctionModel(boss_decides), store=store)
+    with pytest.raises(Crash):
+        await boss.run("go", run_id="b1")
+    assert await store.list_runs(status="running") == ["b1", "b1.s0c0"]
+    result = await boss.resume("b1")
+    assert result.output == "helper says: found X"
+    assert calls == {"x": 1}  # the sub-agent's finished tool call was not repeated
+    assert await store.list_runs(status="running") == []
