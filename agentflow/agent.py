@@ -134,7 +134,8 @@ class Agent(Generic[DepsT, OutputT]):
         ``auto`` mode: the runtime does this after pydantic rejected the parsed action.
         """
         mode, settings = self.mode, self.model_settings
-        if escalate is not None and mode == "auto":
+        effective = mode or getattr(self.resolved_model(), "mode", None)
+        if escalate is not None and effective == "auto":
             mode, settings = "hybrid", {**settings, "reason": escalate}
         return StepRequest(
             messages=tuple(messages),
