@@ -180,12 +180,13 @@ class Attention(nn.Module):
         v = self.wv(x).view(b, t, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if cache is not None:
-            start = cache.length
-            if commit_len:
-                cache.k[layer, :, :, start : start + commit_len] = k[:, :, :commit_len]
-                cache.v[layer, :, :, start : start + commit_len] = v[:, :, :commit_len]
-            k = torch.cat((cache.k[layer, :, :, :start], k), dim=2)
-            v = torch.cat((cache.v[layer, :, :, :start], v), dim=2)
+            # Write all new keys/values after the cached ones and attend over a view of
+            # the cache (no copy). Only the first ``commit_len`` count as cached: the
+            # rest is scratch space beyond ``cache.length``, overwritten next call.
+            start, end = cache.length, cache.length + t
+            cache.k[layer, :, :, start:end] = k
+            cache.v[layer, :, :, start:end] = v
+            k, v = cache.k[layer, :, :, :end], cache.v[layer, :, :, :end]
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask.unsqueeze(1), enable_gqa=self.n_heads != self.n_kv_heads
         )
