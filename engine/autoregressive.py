@@ -26,6 +26,7 @@ from .decode_batch import (
     left_pad,
     step_seed,
 )
+from .errors import InfeasibleConstraintError
 from .generation import (
     BlockCallback,
     GenerationConfig,
@@ -111,7 +112,10 @@ class ARDecoder:
             allowed = torch.full((b, words), -1, dtype=torch.int32, device=logits.device)
             for r, c in enumerate(cons):
                 if c is not None:
-                    allowed[r] = c.next_token_mask().to(logits.device)
+                    # The constraint may know fewer tokens than the model has logits.
+                    mask = c.next_token_mask().to(logits.device)
+                    allowed[r] = 0
+                    allowed[r, : mask.numel()] = mask
         if config.temperature == 0.0:
             tok, _ = select_tokens(logits, temperature=0.0, allowed=allowed)
             return tok.tolist()
@@ -184,7 +188,9 @@ class ARDecoder:
             for i, r in enumerate(live):
                 tok = picked[i]
                 if tok < 0:
-                    raise RuntimeError(f"row {r}: no token is allowed after the prefix")
+                    raise InfeasibleConstraintError(
+                        f"row {r}: no token is allowed after the prefix"
+                    )
                 piece = [tok]
                 c = cons[r]
                 forced: list[int] = []

@@ -100,3 +100,14 @@ def test_errors(causal_model: Transformer) -> None:
         ARDecoder(make_model(make_config("bidirectional")))
     with pytest.raises(ContextLengthError):
         ARDecoder(causal_model).generate([3] * 300)
+
+
+def test_constraint_over_a_smaller_vocabulary_than_the_logits(
+    causal_model: Transformer, fixed_answer
+) -> None:
+    # LLaDA-style checkpoints have more logit columns than tokenizer entries.
+    cons = fixed_answer([40, 41, 42], vocab=64)
+    res = ARDecoder(causal_model).generate(
+        PROMPTS[0], GenerationConfig(max_new_tokens=8), constraints=cons
+    )
+    assert res.sequences[0] == [40, 41, 42] and cons.done
