@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 import torch
-from conftest import make_config, make_model
+from engine_testing import FixedAnswer, make_config, make_model
 from torch import Tensor
 
 from agentflow.engine.autoregressive import ARDecoder
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.constraints.schema import compile_json_schema
-from agentflow.engine.errors import TokenizerMismatchError
+from agentflow.engine.errors import InfeasibleConstraintError, TokenizerMismatchError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.hybrid import DraftLength, HybridEngine, HybridOptions
 from agentflow.engine.hybrid_stats import HybridStats
@@ -341,6 +341,50 @@ def test_auto_mode_keeps_confident_diffusion_and_falls_back_otherwise() -> None:
     assert stats_of(res).to_dict()["served"] == [served.to_dict()]
 
 
+class BlockInfeasible(FixedAnswer):
+    """A fixed answer whose block-diffusion side reports every block infeasible."""
+
+    def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
+        raise InfeasibleConstraintError("no completion of this block (test)")
+
+
+def test_infeasible_drafts_fall_back_to_the_verifier_alone() -> None:
+    drafter, verifier = agreeing_pair()
+    target = [30, 31, 32, 33]
+    cfg = GenerationConfig(max_new_tokens=8, block_length=4)
+    engine = HybridEngine(drafter, verifier)
+    res = engine.generate([5, 6], cfg, constraints=[BlockInfeasible(target, 2, 96, jump=False)])
+    assert res.sequences == [target]
+    assert stats_of(res).drafted_tokens == 0 and stats_of(res).verify_nfe == len(target) + 1
+    auto = engine.generate(
+        [5, 6], cfg, constraints=[BlockInfeasible(target, 2, 96, jump=False)], mode="auto"
+    )
+    assert auto.sequences == [target]
+    served = stats_of(auto).served[0]
+    assert served.mode == "hybrid" and served.reason.startswith("infeasible: no completion")
+    with pytest.raises(InfeasibleConstraintError):  # mode="diffusion" has no fallback
+        engine.generate(
+            [5, 6], cfg, constraints=[BlockInfeasible(target, 2, 96, jump=False)], mode="diffusion"
+        )
+
+
+@pytest.mark.parametrize("budget", [1, 5])
+def test_budget_cuts_the_output_like_the_verifier(fixed_answer, budget: int) -> None:
+    drafter, verifier = agreeing_pair()
+    cfg = GenerationConfig(max_new_tokens=budget, block_length=4)
+    for jump in (False, True):
+        target = [40, 41, 42, 43, 44, 45, 46]
+        res = HybridEngine(drafter, verifier).generate(
+            [[5, 6, 7], [9]], cfg, constraints=[fixed_answer(target, jump=jump), None]
+        )
+        ref = ARDecoder(verifier).generate(
+            [[5, 6, 7], [9]], cfg, constraints=[fixed_answer(target, jump=jump), None]
+        )
+        assert res.sequences == ref.sequences
+        assert [len(s) for s in res.sequences] == [budget, budget]
+        assert [r.finished for r in res.stats.rows] == [r.finished for r in ref.stats.rows]
+
+
 def test_redo_reason_is_reported_and_stats_add_up() -> None:
     drafter, verifier = agreeing_pair()
     res = HybridEngine(drafter, verifier).generate(
@@ -423,7 +467,7 @@ def test_cli_hybrid_prints_the_verifier_greedy_text(checkpoints, capsys) -> None
 
     def run(*argv: str) -> dict[str, Any]:
         assert (
-            main(["generate", "Where is order 58213?", "--json", "--max-new-tokens", "12", *argv])
+            main(["generate", "Where is order 58213?", "--json", "--max-new-tokens", "8", *argv])
             == 0
         )
         return json.loads(capsys.readouterr().out)
