@@ -44,6 +44,7 @@ from .decode_batch import (
     left_pad,
     step_seed,
 )
+from .errors import InfeasibleConstraintError
 from .generation import (
     BlockCallback,
     GenerationConfig,
@@ -190,6 +191,7 @@ def denoise_block(
         seeds_now = [step_seed(s, block_index, step) for s in row_seeds]
         prop, conf = _propose(block_logits, tokens, masked, cons, config, seeds_now)
         steps_left = config.steps - step
+        remaining = int(masked.sum())
         for r in range(b):
             if not bool(masked[r].any()):
                 continue
@@ -212,6 +214,10 @@ def denoise_block(
             confidence[r, done] = conf[r, done]
             if c is None and end_id is not None:
                 _fill_after_end(tokens[r], masked[r], confidence[r], end_id)
+        if int(masked.sum()) == remaining:  # a constraint rejected every proposal
+            raise InfeasibleConstraintError(
+                f"no position of block {block_index} could be committed"
+            )
         step += 1
     if finish:
         for r, c in enumerate(cons):

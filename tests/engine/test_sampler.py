@@ -8,7 +8,7 @@ import pytest
 import torch
 from engine_testing import make_config, make_model
 
-from agentflow.engine.errors import ContextLengthError
+from agentflow.engine.errors import ContextLengthError, InfeasibleConstraintError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import Transformer
 from agentflow.engine.sampler import DiffusionEngine
@@ -232,3 +232,14 @@ def test_bad_inputs_are_rejected(block_model: Transformer, causal_model: Transfo
         GenerationConfig(block_length=0)
     with pytest.raises(ValueError, match="threshold"):
         GenerationConfig(threshold=1.5)
+
+
+def test_a_constraint_that_commits_nothing_is_infeasible(
+    block_model: Transformer, fixed_answer
+) -> None:
+    stuck = fixed_answer([40, 41])
+    stuck.commit = lambda *args, **kwargs: []  # refuses every proposal
+    with pytest.raises(InfeasibleConstraintError, match="block 0"):
+        DiffusionEngine(block_model).generate(
+            PROMPTS[0], GenerationConfig(max_new_tokens=8, block_length=4), constraints=stuck
+        )
