@@ -1,6 +1,6 @@
 """Benchmark the kernels side by side: fused reference / Triton against the unfused torch code.
 
-    python benchmarks/kernels.py [--quick] [--device cpu|cuda] [--out benchmarks/results]
+    python benchmarks/kernels.py [--quick] [--device cpu|cuda] [--threads N] [--out benchmarks/results]
 
 On the CPU it compares the reference path of each kernel with the unfused torch
 code it replaces (``constrained_select``: softmax → mask → max, or → multinomial
@@ -199,8 +199,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer, smaller cases")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument(
+        "--threads", type=int, default=0, help="torch CPU threads (default: torch's own choice)"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     triton = device.type == "cuda"
     rows = bench_select(device, args.quick, triton, args.repeats)

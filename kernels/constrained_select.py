@@ -70,7 +70,7 @@ def constrained_select_reference(
     if n == 0:
         empty = torch.empty(0, device=logits.device)
         return empty.long(), empty.float()
-    lse = torch.logsumexp(scores, dim=-1)
+    best, argbest = scores.max(dim=-1)
     if temperature > 0:
         if keep is None:
             rows = torch.arange(n, device=logits.device).unsqueeze(1)
@@ -83,9 +83,13 @@ def constrained_select_reference(
         token = key.argmax(dim=-1)
         chosen = scores.gather(1, token.unsqueeze(1)).squeeze(1)
     else:
-        chosen, token = scores.max(dim=-1)
+        chosen, token = best, argbest
+    # Softmax denominator relative to the row max (a finite stand-in for empty rows).
+    pivot = torch.where(best > float("-inf"), best, torch.zeros_like(best))
+    denom = torch.exp(scores - pivot.unsqueeze(1)).sum(dim=-1)
+    probability = torch.exp(chosen - pivot) / denom.clamp(min=1e-30)
     valid = chosen > float("-inf")
-    confidence = torch.where(valid, torch.exp(chosen - lse), torch.zeros_like(chosen))
+    confidence = torch.where(valid, probability, torch.zeros_like(chosen))
     token = torch.where(valid, token, torch.full_like(token, -1))
     return token, confidence
 
