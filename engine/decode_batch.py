@@ -8,6 +8,7 @@ blocks line up across rows while each row keeps its own positions.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -59,15 +60,21 @@ class Segment:
 
 def normalize_prompts(prompts: Sequence[int] | Sequence[Sequence[int]]) -> list[list[int]]:
     """One prompt (a list of ids) or a batch of them → a list of id lists; rejects empty prompts."""
+    if isinstance(prompts, Tensor):
+        prompts = prompts.tolist()
     if len(prompts) == 0:
         raise ValueError("no prompt given")
-    first = prompts[0]
-    batch = [list(prompts)] if isinstance(first, int) else [list(p) for p in prompts]  # type: ignore[arg-type]
-    for i, row in enumerate(batch):
-        if not row:
+    single = not isinstance(prompts[0], Sequence | Tensor)
+    rows = [prompts] if single else prompts
+    batch: list[list[int]] = []
+    for i, row in enumerate(rows):
+        try:
+            ids = [operator.index(t) for t in (row.tolist() if isinstance(row, Tensor) else row)]  # type: ignore[union-attr]
+        except TypeError as exc:
+            raise TypeError(f"prompt {i} must be a sequence of int token ids") from exc
+        if not ids:
             raise ValueError(f"prompt {i} is empty; a prompt needs at least one token")
-        if not all(isinstance(t, int) for t in row):
-            raise TypeError(f"prompt {i} must be a sequence of int token ids")
+        batch.append(ids)
     return batch
 
 
@@ -119,7 +126,7 @@ def encode_prompts(prompts: Prompts, tokenizer: Tokenizer | None) -> list[list[i
     if len(prompts) and isinstance(prompts[0], str):
         if tokenizer is None:
             raise ValueError("text prompts need a tokenizer; pass token ids or a tokenizer")
-        return [tokenizer.encode(p) for p in prompts]  # type: ignore[arg-type]
+        return normalize_prompts([tokenizer.encode(p) for p in prompts])  # type: ignore[arg-type]
     return normalize_prompts(prompts)  # type: ignore[arg-type]
 
 

@@ -243,3 +243,12 @@ def test_a_constraint_that_commits_nothing_is_infeasible(
         DiffusionEngine(block_model).generate(
             PROMPTS[0], GenerationConfig(max_new_tokens=8, block_length=4), constraints=stuck
         )
+
+
+def test_prompts_may_be_tensors(block_model: Transformer) -> None:
+    engine = DiffusionEngine(block_model)
+    cfg = GenerationConfig(max_new_tokens=4, block_length=4, steps=4)
+    expected = engine.generate(PROMPTS[0], cfg).sequences
+    assert engine.generate(torch.tensor(PROMPTS[0]), cfg).sequences == expected
+    with pytest.raises(TypeError, match="token ids"):
+        engine.generate([[5, 6.5]], cfg)
