@@ -159,21 +159,17 @@ class Runner:
             self._fail(f"{type(exc).__name__}: {exc}")
             raise
 
+    def _new(self, cls: type[Event], agent: str, step: int, **fields: Any) -> Any:
+        """Create, record and return an event of this run."""
+        return self._emit(cls(run_id=self.run_id, agent=agent, step=step, **fields))
+
     def _fail(self, message: str) -> RunFailed:
-        event = RunFailed(
-            run_id=self.run_id, agent=self.active.name, step=self.next_step, error=message
-        )
-        self._emit(event)
-        return event
+        return self._new(RunFailed, self.active.name, self.next_step, error=message)
 
     async def _loop(self) -> AsyncIterator[AgentEvent]:
         if self.store is not None and not self.resumed:
             await self.store.create_run(self.run_id, self.root.name, self.input, self.history)
-        yield self._emit(
-            RunStart(
-                run_id=self.run_id, agent=self.active.name, input=self.input, resumed=self.resumed
-            )
-        )
+        yield self._new(RunStart, self.active.name, -1, input=self.input, resumed=self.resumed)
         if self._pending is not None:
             pending, self._pending = self._pending, None
             async for event in self._act(pending.record, pending.results):
@@ -192,7 +188,7 @@ class Runner:
                 )
             index = self.next_step
             agent = self.active
-            yield self._emit(StepStart(run_id=self.run_id, agent=agent.name, step=index))
+            yield self._new(StepStart, agent.name, index)
             request = agent.build_request(self.messages, escalate=self._escalate)
             self._escalate = None
             model = agent.resolved_model()
@@ -202,11 +198,7 @@ class Runner:
                 if self.stream:
                     async for item in model.stream_step(request):
                         if isinstance(item, StepDelta):
-                            yield self._emit(
-                                DraftText(
-                                    run_id=self.run_id, agent=agent.name, step=index, text=item.text
-                                )
-                            )
+                            yield self._new(DraftText, agent.name, index, text=item.text)
                         else:
                             response = item
                     if response is None:
@@ -249,14 +241,8 @@ class Runner:
                 await self.store.record_step(
                     self.run_id, index, agent.name, action, response.text, response.usage
                 )
-            yield self._emit(
-                StepEnd(
-                    run_id=self.run_id,
-                    agent=agent.name,
-                    step=index,
-                    action=action.to_json(),
-                    usage=response.usage,
-                )
+            yield self._new(
+                StepEnd, agent.name, index, action=action.to_json(), usage=response.usage
             )
             if action.is_final:
                 self.messages.append(ChatMessage(role="assistant", content=action.to_json()))
@@ -274,15 +260,7 @@ class Runner:
         if self.store is not None:
             await self.store.finish_run(self.run_id, "completed", output=output)
         result = self.result(output, completed=True)
-        yield self._emit(
-            FinalEvent(
-                run_id=self.run_id,
-                agent=record.agent,
-                step=record.index,
-                output=output,
-                result=result,
-            )
-        )
+        yield self._new(FinalEvent, record.agent, record.index, output=output, result=result)
 
     async def _act(
         self, record: StepRecord, replayed: dict[str, ToolOutcome]
@@ -295,15 +273,13 @@ class Runner:
         tools = agent.tool_map
         for call in action.tool_calls:
             if call.id not in replayed:
-                yield self._emit(
-                    ToolCallEvent(
-                        run_id=self.run_id,
-                        agent=agent.name,
-                        step=index,
-                        call_id=call.id,
-                        name=call.name,
-                        arguments=call.arguments,
-                    )
+                yield self._new(
+                    ToolCallEvent,
+                    agent.name,
+                    index,
+                    call_id=call.id,
+                    name=call.name,
+                    arguments=call.arguments,
                 )
 
         async def record_outcome(outcome: ToolOutcome) -> None:
@@ -333,18 +309,16 @@ class Runner:
         self.usage.tool_calls += len(done.outcomes)
         self.usage.tool_seconds += done.seconds
         for outcome in done.finished_order:
-            yield self._emit(
-                ToolResultEvent(
-                    run_id=self.run_id,
-                    agent=agent.name,
-                    step=index,
-                    call_id=outcome.call_id,
-                    name=outcome.name,
-                    result=outcome.result,
-                    error=outcome.error,
-                    seconds=outcome.seconds,
-                    replayed=outcome.replayed,
-                )
+            yield self._new(
+                ToolResultEvent,
+                agent.name,
+                index,
+                call_id=outcome.call_id,
+                name=outcome.name,
+                result=outcome.result,
+                error=outcome.error,
+                seconds=outcome.seconds,
+                replayed=outcome.replayed,
             )
         appended = [ChatMessage(role="assistant", content=action.to_json())]
         appended += [
@@ -363,20 +337,12 @@ class Runner:
         if done.rejected:
             record.retry_reason = "; ".join(done.rejected)
             self.retries += 1
-            yield self._emit(
-                RetryEvent(
-                    run_id=self.run_id, agent=agent.name, step=index, reason=record.retry_reason
-                )
-            )
+            yield self._new(RetryEvent, agent.name, index, reason=record.retry_reason)
             self._check_retries(agent, record.retry_reason)
         else:
             self.retries = 0
         if next_agent is not agent:
-            yield self._emit(
-                HandoffEvent(
-                    run_id=self.run_id, agent=agent.name, step=index, to_agent=next_agent.name
-                )
-            )
+            yield self._new(HandoffEvent, agent.name, index, to_agent=next_agent.name)
             self.active = next_agent
 
     async def _reject(
@@ -407,9 +373,7 @@ class Runner:
             )
             await self.store.complete_step(self.run_id, index, appended, agent.name)
         self.retries += 1
-        yield self._emit(
-            RetryEvent(run_id=self.run_id, agent=agent.name, step=index, reason=reason)
-        )
+        yield self._new(RetryEvent, agent.name, index, reason=reason)
         self._check_retries(agent, reason)
 
     def _check_retries(self, agent: Agent[Any, Any], reason: str) -> None:

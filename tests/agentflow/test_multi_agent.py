@@ -175,14 +175,20 @@ def test_pipeline_run_sync() -> None:
 
 @pytest.mark.anyio
 async def test_fan_out_runs_branches_concurrently_and_fans_in() -> None:
-    async def slow_echo(request: StepRequest) -> Action:
-        await anyio.sleep(0.2)
+    started: list[str] = []
+    all_started = anyio.Event()
+
+    async def barrier_echo(request: StepRequest) -> Action:
+        # Each branch waits until all three are running: deadlock (timeout) if sequential.
+        started.append(last_user_text(request.messages))
+        if len(started) % 3 == 0:
+            all_started.set()
+        with anyio.fail_after(5):
+            await all_started.wait()
         return Action.final_output(last_user_text(request.messages))
 
-    branches = [Agent(f"b{i}", model=FunctionModel(slow_echo)) for i in range(3)]
-    started = anyio.current_time()
+    branches = [Agent(f"b{i}", model=FunctionModel(barrier_echo)) for i in range(3)]
     plain = await fan_out(*branches).run("x")
-    assert anyio.current_time() - started < 0.5  # not 0.6: concurrent
     assert plain.output == {"b0": "x", "b1": "x", "b2": "x"}
 
     joined = await fan_out(*branches, combine=lambda outs: "+".join(sorted(outs))).run("x")
