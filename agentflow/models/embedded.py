@@ -175,8 +175,13 @@ class EmbeddedModel:
         with self._constraint_lock:
             found = self._constraints.get(key)
             if found is None:
-                from agentflow.engine.constraints import compile_constraint
-
+                try:
+                    from agentflow.engine.constraints import compile_constraint
+                except ImportError as exc:
+                    raise RuntimeError(
+                        "this build of agentflow.engine has no constraint compiler "
+                        "(agentflow.engine.constraints.compile_constraint)"
+                    ) from exc
                 found = compile_constraint(schema, self.tokenizer)
                 self._constraints[key] = found
             return found
