@@ -190,6 +190,23 @@ class ConstraintSession:
         packed_b = pack_bits(bwd[idx + 1]).to(dev)
         return allowed_mask(packed_f, packed_b, self._c.tables, backend=self._c.backend)
 
+    def _select_allowed(
+        self, rows: Tensor, allowed: Tensor, temperature: float, seed: int | None
+    ) -> tuple[Tensor, Tensor]:
+        """``constrained_select`` under masks; rows whose allowed tokens all have ``-inf``
+        logits (e.g. cut by top-p) pick uniformly among the allowed tokens instead."""
+        tok, conf = constrained_select(rows, allowed, temperature, seed, backend=self._c.backend)
+        lost = torch.nonzero(tok < 0).flatten()
+        if lost.numel():
+            flat = torch.zeros(lost.numel(), rows.shape[1], device=rows.device)
+            retry_tok, retry_conf = constrained_select(
+                flat, allowed[lost], max(temperature, 1.0), seed, backend=self._c.backend
+            )
+            if bool((retry_tok < 0).any()):
+                raise InfeasibleConstraintError("a masked position has no allowed token")
+            tok[lost], conf[lost] = retry_tok, retry_conf
+        return tok, conf
+
     def _logits(self, logits: Tensor, length: int) -> Tensor:
         v = self._c.vocab_size
         if logits.dim() != 2 or logits.shape[0] != length or logits.shape[1] < v:
@@ -232,13 +249,7 @@ class ConstraintSession:
             )
             allowed[torch.tensor(fails, device=fail_masks.device)] = fail_masks
             allowed = allowed.to(rows.device)
-            tok, conf = constrained_select(
-                rows, allowed, temperature, seed, backend=self._c.backend
-            )
-            if bool((tok < 0).any()):
-                raise InfeasibleConstraintError(
-                    "a masked position has no allowed token with a finite logit"
-                )
+            tok, conf = self._select_allowed(rows, allowed, temperature, seed)
         idx = torch.tensor(positions, dtype=torch.int64, device=out_tok.device)
         out_tok[idx] = tok.to(out_tok.device)
         out_conf[idx.to(out_conf.device)] = conf
@@ -271,14 +282,15 @@ class ConstraintSession:
             tokens[pos] = token
             masked[pos] = False
             committed.append(pos)
-            fwd, bwd = self._sweep(tokens, masked)
+            if pos != order[-1]:
+                fwd, bwd = self._sweep(tokens, masked)
         if committed or not order:
             return committed
         # Every proposal was invalidated: pick again at the most confident position.
         pos = order[0]
         rows = self._logits(logits, length)[pos : pos + 1]
         allowed = self._masks(fwd, bwd, [pos]).to(rows.device)
-        tok, _ = constrained_select(rows, allowed, temperature, seed, backend=self._c.backend)
+        tok, _ = self._select_allowed(rows, allowed, temperature, seed)
         token = int(tok[0])
         if token < 0:
             raise InfeasibleConstraintError(f"no allowed token at block position {pos}")

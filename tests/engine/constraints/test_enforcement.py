@@ -297,3 +297,17 @@ def test_triton_backend_gives_the_same_answers(
         )
     assert outs[0] == outs[1]
     assert re.fullmatch(r'\{"ok":(true|false)\}', _text(tokenizer, outs[0]))
+
+
+def test_allowed_tokens_cut_by_top_p_fall_back_to_a_uniform_pick(
+    build_automaton: Build, tokenizer: Tokenizer
+) -> None:
+    a_id, b_id = tokenizer.encode("a")[0], tokenizer.encode("b")[0]
+    session = Constraint(build_automaton("(a|b)c"), tokenizer).session()
+    tokens, masked = _masks(tokenizer, 2)
+    logits = torch.zeros(2, tokenizer.vocab_size)
+    logits[0, [a_id, b_id]] = float("-inf")  # the nucleus kept only forbidden tokens
+    for temperature in (0.0, 1.0):
+        prop, conf = session.propose(tokens, masked, logits, temperature=temperature, seed=3)
+        assert int(prop[0]) in (a_id, b_id)
+        assert float(conf[0]) == pytest.approx(0.5)
