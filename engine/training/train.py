@@ -25,10 +25,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from tqdm import tqdm
 
-from ..model import Transformer
+from ..checkpoints import save_checkpoint
+from ..model import ModelConfig, Transformer
 from ..tokenizer import Tokenizer
 from .config import TrainConfig
 from .corpus import CorpusGenerator
@@ -90,12 +90,12 @@ def load_examples(config: TrainConfig, tok: Tokenizer) -> tuple[list[Example], l
     train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len)
     held = build_examples(tok, "heldout", d.heldout_samples, d.seed, d.max_len)
     cache.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
+    _save(
+        cache,
         {
             "train": [(e.prompt, e.target) for e in train],
             "heldout": [(e.prompt, e.target) for e in held],
         },
-        cache,
     )
     log.info("built %d training examples in %.1fs", len(train), time.perf_counter() - t0)
     return train, held
@@ -298,26 +298,27 @@ def train(
 
 
 def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | None = None) -> Path:
-    """Write ``config.json`` + fp16 ``model.safetensors`` + ``tokenizer.json`` for shipping."""
+    """Ship a checkpoint: the ``agentflow`` folder format (fp16 weights) plus ``training.json``."""
     out = Path(config.out_dir)
     checkpoint = checkpoint or (out / "best.pt" if (out / "best.pt").is_file() else out / "last.pt")
     if not checkpoint.is_file():
         raise FileNotFoundError(f"no checkpoint to export: {checkpoint}")
     state = torch.load(checkpoint, weights_only=False)
     tok = Tokenizer.from_file(config.tokenizer.path)
-    model_cfg = dict(state["config"]["model"])
-    model_cfg.update(mask_token_id=tok.mask_id, end_token_id=tok.end_id, pad_token_id=tok.pad_id)
+    model_cfg = ModelConfig.from_dict(state["config"]["model"])
+    model_cfg.mask_token_id, model_cfg.end_token_id = tok.mask_id, tok.end_id
+    model_cfg.pad_token_id = tok.pad_id
+    model = Transformer(model_cfg)
+    model.load_state_dict(state["model"])
     dest = Path(dest or config.export_dir)
-    dest.mkdir(parents=True, exist_ok=True)
-    tensors = {k: v.detach().to(torch.float16).contiguous() for k, v in state["model"].items()}
-    save_file(tensors, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    save_checkpoint(model, tok, dest, dtype=torch.float16)
     meta = {
-        "format": "agentflow",
         "name": config.name,
         "objective": config.objective,
-        "trained_steps": state["step"],
-        **model_cfg,
+        "steps": state["step"],
+        "heldout_loss": state["best_heldout_loss"],
+        "parameters": model.num_parameters(),
+        "training_config": state["config"],
     }
-    (dest / "config.json").write_text(json.dumps(meta, indent=2) + "\n")
-    shutil.copyfile(config.tokenizer.path, dest / "tokenizer.json")
+    (dest / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
     return dest

@@ -1,0 +1,105 @@
+"""The generated corpus: valid actions, copied arguments, every kind, a truly held-out split."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from agentflow.action_schema import build_action_schema
+from agentflow.engine.chat_template import ASSISTANT
+from agentflow.engine.training.concepts import split_pool
+from agentflow.engine.training.corpus import ALL_CONCEPTS, CorpusGenerator, Sample
+
+
+@pytest.fixture(scope="module")
+def train_samples() -> list[Sample]:
+    return list(CorpusGenerator("train", 0).samples(400))
+
+
+@pytest.fixture(scope="module")
+def heldout_samples() -> list[Sample]:
+    return list(CorpusGenerator("heldout", 0).samples(200))
+
+
+def _check(sample: Sample) -> None:
+    action = json.loads(sample.target)
+    schema = build_action_schema(sample.tools, None)
+    jsonschema.validate(action, schema)
+    if "tool_calls" in action:
+        got = [(c["name"], c["arguments"]) for c in action["tool_calls"]]
+        assert got == [(name, args) for name, args in sample.calls]
+        # arguments follow the schema's property order
+        tools = {t.name: t for t in sample.tools}
+        for name, args in got:
+            order = list(tools[name].parameters["properties"])
+            assert list(args) == [k for k in order if k in args]
+        user = [m.content for m in sample.messages if m.role == "user"][-1]
+        for surface in sample.copied:
+            assert surface in user, (surface, user)
+    else:
+        assert action["final"] == sample.final
+
+
+def test_every_training_target_is_a_valid_action(train_samples: list[Sample]) -> None:
+    for sample in train_samples:
+        _check(sample)
+
+
+def test_every_heldout_target_is_a_valid_action(heldout_samples: list[Sample]) -> None:
+    for sample in heldout_samples:
+        _check(sample)
+
+
+def test_the_corpus_covers_every_kind_and_domain(train_samples: list[Sample]) -> None:
+    assert {s.kind for s in train_samples} == {"call", "parallel", "final", "no_tool", "chain"}
+    assert {s.domain for s in train_samples} == {"support", "itops", "general"}
+    assert any(len(s.calls) == 2 for s in train_samples)
+    counts = {len(s.tools) for s in train_samples if s.kind == "call"}
+    assert min(counts) == 2 and max(counts) >= 7
+
+
+def test_final_answers_after_a_tool_quote_its_result(train_samples: list[Sample]) -> None:
+    finals = [s for s in train_samples if s.kind == "final"]
+    assert finals
+    for s in finals:
+        result = json.loads(s.messages[-1].content)
+        values = [str(v) for v in result.values() if not isinstance(v, (list, dict, bool))]
+        assert s.final is not None and any(v in s.final for v in values), (s.final, result)
+
+
+def test_prompt_ends_at_the_assistant_turn(train_samples: list[Sample]) -> None:
+    assert all(s.prompt().endswith(ASSISTANT) for s in train_samples)
+
+
+def test_same_seed_same_corpus() -> None:
+    a = [s.prompt() + s.target for s in CorpusGenerator("train", 7).samples(30)]
+    b = [s.prompt() + s.target for s in CorpusGenerator("train", 7).samples(30)]
+    c = [s.prompt() + s.target for s in CorpusGenerator("train", 8).samples(30)]
+    assert a == b and a != c
+
+
+def test_split_pool_partitions_every_pool() -> None:
+    for pool in (list(range(2)), list(range(3)), list(range(8)), list(range(9))):
+        train, held = split_pool(pool, "train"), split_pool(pool, "heldout")
+        assert train and held and not set(train) & set(held)
+        assert sorted(train + held) == pool
+    for concept in ALL_CONCEPTS:
+        assert not set(split_pool(concept.requests, "train")) & set(
+            split_pool(concept.requests, "heldout")
+        )
+
+
+def test_heldout_requests_use_unseen_templates_and_tool_names(
+    train_samples: list[Sample], heldout_samples: list[Sample]
+) -> None:
+    train_names = {t.name for s in train_samples for t in s.tools}
+    called = [name for s in heldout_samples for name, _ in s.calls]
+    unseen = [n for n in called if n not in train_names]
+    assert len(unseen) >= 0.9 * len(called)
+
+
+def test_unknown_split_is_refused() -> None:
+    with pytest.raises(ValueError, match="split"):
+        CorpusGenerator("test", 0)  # type: ignore[arg-type]

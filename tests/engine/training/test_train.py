@@ -1,0 +1,136 @@
+"""Training loop: a few steps on a micro model learn, checkpoint, resume exactly, export and load."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from agentflow.engine.checkpoints import load_checkpoint
+from agentflow.engine.training.config import TrainConfig
+from agentflow.engine.training.train import batch_order, export, lr_at, train
+
+
+def _config(tmp: Path, tokenizer: Path, objective: str, out: str) -> TrainConfig:
+    raw: dict[str, Any] = {
+        "name": f"micro-{objective}",
+        "objective": objective,
+        "model": {
+            "vocab_size": 512,
+            "dim": 32,
+            "n_layers": 2,
+            "n_heads": 4,
+            "n_kv_heads": 2,
+            "ffn_dim": 64,
+            "attention": "block" if objective == "diffusion" else "causal",
+            "block_length": 8,
+        },
+        "out_dir": str(tmp / out),
+        "export_dir": str(tmp / f"{out}-export"),
+        "tokenizer": {"path": str(tokenizer)},
+        "data": {"train_samples": 24, "heldout_samples": 4, "seed": 0, "max_len": 1024},
+        "optim": {
+            "batch_size": 2,
+            "max_steps": 3,
+            "warmup_steps": 1,
+            "lr": 3e-3,
+            "block_lengths": [4, 8],
+        },
+    }
+    return TrainConfig.from_dict(raw)
+
+
+@pytest.mark.parametrize("objective", ["diffusion", "autoregressive"])
+def test_three_steps_train_checkpoint_and_export(
+    tmp_path: Path, small_tokenizer_path: Path, objective: str
+) -> None:
+    config = _config(tmp_path, small_tokenizer_path, objective, "run")
+    losses: list[float] = []
+    result = train(config, progress=False, on_step=lambda step, loss: losses.append(loss))
+    assert result.steps == 3 and len(losses) == 3
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert (tmp_path / "run" / "last.pt").is_file() and (tmp_path / "run" / "best.pt").is_file()
+    metrics = [
+        json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert metrics[-1]["step"] == 3
+
+    dest = export(config)
+    loaded = load_checkpoint(dest)
+    assert loaded.format == "agentflow"
+    assert loaded.config.attention == config.model.attention
+    assert loaded.config.mask_token_id == 1 and loaded.config.end_token_id == 2
+    assert {p.name for p in dest.iterdir()} >= {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+    }
+    state = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    for name, tensor in loaded.model.state_dict().items():
+        torch.testing.assert_close(tensor, state[name].to(torch.float16).float())
+
+
+def test_resume_continues_exactly_where_the_checkpoint_left_off(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    straight = _config(tmp_path, small_tokenizer_path, "diffusion", "straight")
+    train(straight, progress=False)
+    split = _config(tmp_path, small_tokenizer_path, "diffusion", "split")
+    first = train(split, progress=False, max_steps=2)
+    assert first.steps == 2
+    resumed = train(split, progress=False)
+    assert resumed.steps == 3
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=False)["model"]
+    b = torch.load(tmp_path / "split" / "last.pt", weights_only=False)["model"]
+    for name in a:
+        torch.testing.assert_close(a[name], b[name])
+
+
+def test_schedule_warms_up_then_decays_to_the_floor(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    config = _config(tmp_path, small_tokenizer_path, "diffusion", "s")
+    config.optim.max_steps, config.optim.warmup_steps = 100, 10
+    lrs = [lr_at(s, config) for s in range(101)]
+    assert lrs[0] < lrs[9] == pytest.approx(config.optim.lr)
+    assert all(x >= y for x, y in itertools.pairwise(lrs[10:]))
+    assert lrs[100] == pytest.approx(config.optim.lr * config.optim.min_lr_ratio)
+
+
+def test_batches_group_similar_lengths_and_cover_the_data() -> None:
+    lengths = [
+        int(x) for x in torch.randint(10, 400, (1000,), generator=torch.Generator().manual_seed(0))
+    ]
+    order = batch_order(lengths, 8, seed=0, epoch=0)
+    assert sorted(i for b in order for i in b) == list(range(1000))
+    spread = sum(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in order) / len(
+        order
+    )
+    assert spread < 40
+    assert (
+        order
+        == batch_order(lengths, 8, seed=0, epoch=0)
+        != batch_order(lengths, 8, seed=0, epoch=1)
+    )
+
+
+def test_bad_configs_are_refused_with_the_problem_named(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="objective"):
+        TrainConfig.from_dict(
+            {"name": "x", "objective": "gan", "model": {}, "out_dir": "o", "export_dir": "e"}
+        )
+    with pytest.raises(ValueError, match="missing"):
+        TrainConfig.from_dict({"name": "x"})
+    with pytest.raises(FileNotFoundError):
+        TrainConfig.load(tmp_path / "nope.json")
+
+
+def test_shipped_configs_parse() -> None:
+    root = Path(__file__).resolve().parents[3] / "engine" / "training" / "configs"
+    for name in ("tiny-dlm.json", "tiny-ar.json"):
+        config = TrainConfig.load(root / name)
+        assert config.model.vocab_size == config.tokenizer.vocab_size
