@@ -1,6 +1,7 @@
 """Hybrid decoding: a diffusion model drafts, an autoregressive model verifies.
 
 Each round the drafter proposes the next block (:mod:`.drafting`); the verifier
+(:mod:`.verification`)
 forwards [tokens it has not seen yet + the draft] through its causal KV cache in
 one pass and walks the draft left to right, exactly as :class:`ARDecoder` would
 decode: at each position it picks its own token (greedy: the masked argmax;
@@ -30,27 +31,23 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-from torch import Tensor
 
-from .autoregressive import causal_forward
 from .checkpoints import load_checkpoint
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import (
     Constraints,
     Prompts,
-    Segment,
     check_context,
     constraint_list,
     encode_prompts,
 )
-from .drafting import Draft, Drafter, grow_cache
+from .drafting import Draft, Drafter
 from .errors import InfeasibleConstraintError, TokenizerMismatchError
 from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
 from .hybrid_stats import HybridStats, ServedMode
-from .model import KVCache, Transformer
-from .selection import select_tokens
-from .speculative import sample, speculative_step, target_probs
+from .model import Transformer
 from .tokenizer import Tokenizer
+from .verification import Verifier
 
 HybridMode = Literal["hybrid", "diffusion", "auto"]
 #: Receives a request's newly settled tokens (end token excluded).
@@ -96,66 +93,6 @@ class DraftLength:
         self._mean = (1 - self.smoothing) * self._mean + self.smoothing * kept
         grown = 2 * proposed if kept == proposed else math.ceil(self._mean) + 1
         self.length = max(self.minimum, min(grown, self.maximum))
-
-
-def _fit_mask(mask: Tensor | None, vocab: int) -> Tensor | None:
-    """A constraint's bitmask widened (with zero words) to ``vocab`` logits columns."""
-    if mask is None:
-        return None
-    words = (vocab + 31) // 32
-    if mask.shape[-1] == words:
-        return mask
-    out = torch.zeros(words, dtype=torch.int32, device=mask.device)
-    n = min(words, mask.shape[-1])
-    out[:n] = mask[:n]
-    return out
-
-
-@dataclass
-class _Round:
-    """What one verify round emitted (raw, end token included) and whether the request is done."""
-
-    tokens: list[int]
-    finished: bool
-    #: Per emitted token, whether the constraint forced it.
-    forced: list[bool]
-
-
-class _Verifier:
-    """One request's verifier: its cache and the tokens it has not forwarded yet."""
-
-    def __init__(self, model: Transformer, prompt: list[int]) -> None:
-        self.model = model
-        dev = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
-        self.cache = KVCache(model.config, 1, len(prompt) + 64, device=dev, dtype=dtype)
-        self.unseen: list[int] = list(prompt)
-        self.position = 0  # position of unseen[0]
-
-    def score(self, draft: list[int]) -> Tensor:
-        """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
-        seq = self.unseen + draft
-        grow_cache(self.cache, self.cache.length + len(seq))
-        dev = self.cache.k.device
-        positions = (self.position + torch.arange(len(seq), device=dev)).unsqueeze(0)
-        seg = Segment(
-            torch.tensor([seq], dtype=torch.long, device=dev),
-            positions,
-            positions.clone(),
-            torch.ones(1, len(seq), dtype=torch.bool, device=dev),
-        )
-        logits = causal_forward(self.model, self.cache, seg)[0]
-        return logits[len(self.unseen) - 1 :]
-
-    def keep(self, draft: list[int], emitted: list[int]) -> int:
-        """Roll the cache back to the draft prefix the round kept; return its length."""
-        kept = 0
-        while kept < min(len(draft), len(emitted)) and draft[kept] == emitted[kept]:
-            kept += 1
-        self.cache.truncate(self.cache.length - len(draft) + kept)
-        self.position += len(self.unseen) + kept
-        self.unseen = emitted[kept:]
-        return kept
 
 
 class HybridEngine:
@@ -372,7 +309,7 @@ class HybridEngine:
             return out
         drafter = Drafter(self.drafter, prompt)
         drafter.accept(first)
-        verifier = _Verifier(self.verifier, prompt + first)
+        verifier = Verifier(self.verifier, prompt + first)
         top = self.options.max_draft or config.block_length
         lengths = DraftLength(config.block_length, min(self.options.min_draft, top), top)
         k = 0
@@ -380,7 +317,7 @@ class HybridEngine:
             length = min(lengths.length, budget - len(out))
             draft = self._draft(drafter, length, c, config, seed, k, gen, budget - len(out))
             stats.draft_nfe += draft.nfe
-            rnd = self._verify(verifier, draft, c, config, gen, len(out), budget)
+            rnd = verifier.verify(draft, c, config, gen, len(out), budget)
             stats.verify_nfe += 1
             row.nfe += draft.nfe + 1
             kept = verifier.keep(draft.tokens, rnd.tokens)
@@ -419,75 +356,6 @@ class HybridEngine:
         except InfeasibleConstraintError:
             drafter.cancel()
             return Draft(tokens=[], probs=[], nfe=1)
-
-    def _verify(
-        self,
-        verifier: _Verifier,
-        draft: Draft,
-        c: DecodeConstraint | None,
-        config: GenerationConfig,
-        gen: torch.Generator,
-        done_len: int,
-        budget: int,
-    ) -> _Round:
-        """Walk the draft as the verifier would decode; advance ``c`` over what is emitted."""
-        logits = verifier.score(draft.tokens)
-        vocab = logits.shape[-1]
-        greedy = config.temperature == 0.0
-        end = self.end_id
-        emitted: list[int] = []
-        flags: list[bool] = []
-        j = 0
-        n = len(draft.tokens)
-        while True:
-            mask = draft.masks.get(j) if j < n else None
-            if mask is None and c is not None:
-                mask = c.next_token_mask()
-            mask = _fit_mask(mask, vocab)
-            if greedy:
-                tok = int(
-                    select_tokens(
-                        logits[j : j + 1],
-                        temperature=0.0,
-                        allowed=None if mask is None else mask.unsqueeze(0),
-                    )[0][0]
-                )
-                hit = j < n and draft.tokens[j] == tok
-            else:
-                p = target_probs(
-                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
-                )
-                if j < n:
-                    verdict = speculative_step(p, draft.probs[j], draft.tokens[j], gen)
-                    tok, hit = verdict.token, verdict.accepted
-                else:
-                    tok, hit = sample(p, gen), False
-            if tok < 0:
-                raise InfeasibleConstraintError("no token is allowed after the prefix")
-            piece = [tok]
-            forced: list[int] = []
-            if c is not None:
-                c.advance([tok])
-                if not c.done and tok != end:
-                    forced = c.forced_tokens()[: budget - done_len - len(emitted) - 1]
-                    if forced:
-                        c.advance(forced)
-            piece += forced
-            emitted += piece
-            flags += [False] + [True] * len(forced)
-            if (
-                (end is not None and end in piece)
-                or (c is not None and c.done)
-                or done_len + len(emitted) >= budget
-            ):
-                return _Round(emitted, True, flags)
-            if not hit:
-                return _Round(emitted, False, flags)
-            j += 1
-            if forced:
-                if draft.tokens[j : j + len(forced)] != forced:
-                    return _Round(emitted, False, flags)
-                j += len(forced)
 
 
 def check_same_tokenizer(drafter: Tokenizer, verifier: Tokenizer) -> None:

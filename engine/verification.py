@@ -1,0 +1,159 @@
+"""The verifier's side of hybrid decoding: one forward pass per round, then the walk.
+
+:meth:`Verifier.verify` forwards [tokens the verifier has not seen + the draft]
+through its causal KV cache and walks the draft the way :class:`ARDecoder`
+decodes: its own token at each position (greedy: the masked argmax from the
+same ``select_tokens`` call; sampling: :func:`~.speculative.speculative_step`),
+the constraint's forced tokens after it, on while the draft agrees.
+:meth:`Verifier.keep` then truncates the cache to the kept draft prefix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .autoregressive import causal_forward
+from .constraints.protocol import DecodeConstraint
+from .decode_batch import Segment
+from .drafting import Draft, grow_cache
+from .errors import InfeasibleConstraintError
+from .generation import GenerationConfig
+from .model import KVCache, Transformer
+from .selection import select_tokens
+from .speculative import sample, speculative_step, target_probs
+
+
+def _fit_mask(mask: Tensor | None, vocab: int) -> Tensor | None:
+    """A constraint's bitmask widened (with zero words) to ``vocab`` logits columns."""
+    if mask is None:
+        return None
+    words = (vocab + 31) // 32
+    if mask.shape[-1] == words:
+        return mask
+    out = torch.zeros(words, dtype=torch.int32, device=mask.device)
+    n = min(words, mask.shape[-1])
+    out[:n] = mask[:n]
+    return out
+
+
+@dataclass
+class VerifyRound:
+    """What one verify round emitted (raw, end token included) and whether the request is done."""
+
+    tokens: list[int]
+    finished: bool
+    #: Per emitted token, whether the constraint forced it.
+    forced: list[bool]
+
+
+class Verifier:
+    """One request's verifier: its KV cache, the tokens it has not forwarded yet, the round walk."""
+
+    def __init__(self, model: Transformer, prompt: list[int]) -> None:
+        self.model = model
+        dev = next(model.parameters()).device
+        dtype = next(model.parameters()).dtype
+        self.cache = KVCache(model.config, 1, len(prompt) + 64, device=dev, dtype=dtype)
+        self.unseen: list[int] = list(prompt)
+        self.position = 0  # position of unseen[0]
+
+    def score(self, draft: list[int]) -> Tensor:
+        """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
+        seq = self.unseen + draft
+        grow_cache(self.cache, self.cache.length + len(seq))
+        dev = self.cache.k.device
+        positions = (self.position + torch.arange(len(seq), device=dev)).unsqueeze(0)
+        seg = Segment(
+            torch.tensor([seq], dtype=torch.long, device=dev),
+            positions,
+            positions.clone(),
+            torch.ones(1, len(seq), dtype=torch.bool, device=dev),
+        )
+        logits = causal_forward(self.model, self.cache, seg)[0]
+        return logits[len(self.unseen) - 1 :]
+
+    def keep(self, draft: list[int], emitted: list[int]) -> int:
+        """Roll the cache back to the draft prefix the round kept; return its length."""
+        kept = 0
+        while kept < min(len(draft), len(emitted)) and draft[kept] == emitted[kept]:
+            kept += 1
+        self.cache.truncate(self.cache.length - len(draft) + kept)
+        self.position += len(self.unseen) + kept
+        self.unseen = emitted[kept:]
+        return kept
+
+    def verify(
+        self,
+        draft: Draft,
+        c: DecodeConstraint | None,
+        config: GenerationConfig,
+        gen: torch.Generator,
+        done_len: int,
+        budget: int,
+    ) -> VerifyRound:
+        """Walk the draft as the verifier would decode; advance ``c`` over what is emitted."""
+        logits = self.score(draft.tokens)
+        vocab = logits.shape[-1]
+        greedy = config.temperature == 0.0
+        end = self.model.config.end_token_id
+        emitted: list[int] = []
+        flags: list[bool] = []
+        j = 0
+        n = len(draft.tokens)
+        # Without a constraint every position's greedy pick is known at once.
+        picks = select_tokens(logits, temperature=0.0)[0].tolist() if greedy and c is None else None
+        while True:
+            mask = draft.masks.get(j) if j < n else None
+            if mask is None and c is not None:
+                mask = c.next_token_mask()
+            mask = _fit_mask(mask, vocab)
+            if greedy:
+                if picks is not None:
+                    tok = picks[j]
+                else:
+                    tok = int(
+                        select_tokens(
+                            logits[j : j + 1],
+                            temperature=0.0,
+                            allowed=None if mask is None else mask.unsqueeze(0),
+                        )[0][0]
+                    )
+                hit = j < n and draft.tokens[j] == tok
+            else:
+                p = target_probs(
+                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
+                )
+                if j < n:
+                    verdict = speculative_step(p, draft.probs[j], draft.tokens[j], gen)
+                    tok, hit = verdict.token, verdict.accepted
+                else:
+                    tok, hit = sample(p, gen), False
+            if tok < 0:
+                raise InfeasibleConstraintError("no token is allowed after the prefix")
+            piece = [tok]
+            forced: list[int] = []
+            if c is not None:
+                c.advance([tok])
+                if not c.done and tok != end:
+                    forced = c.forced_tokens()[: budget - done_len - len(emitted) - 1]
+                    if forced:
+                        c.advance(forced)
+            piece += forced
+            emitted += piece
+            flags += [False] + [True] * len(forced)
+            if (
+                (end is not None and end in piece)
+                or (c is not None and c.done)
+                or done_len + len(emitted) >= budget
+            ):
+                return VerifyRound(emitted, True, flags)
+            if not hit:
+                return VerifyRound(emitted, False, flags)
+            j += 1
+            if forced:
+                if draft.tokens[j : j + len(forced)] != forced:
+                    return VerifyRound(emitted, False, flags)
+                j += len(forced)
