@@ -1,0 +1,848 @@
+"""JSON Schema → regex, exactly: the front end of the constraint engine.
+
+:func:`compile_json_schema` turns a schema into a regex over compact JSON text
+whose language is a subset of the schema's valid instances — never a superset.
+Where a schema asks for something the compiler cannot enforce exactly, it raises
+:class:`~agentflow.engine.errors.SchemaError` naming the keyword and its JSON
+pointer (``strict=False`` drops the keyword with a warning instead, and the
+output must then be checked with :meth:`CompiledSchema.validate`).
+
+Deliberate narrowings (the output is still always valid): properties appear in
+the order the schema lists them; an object without ``additionalProperties``
+gets no undeclared keys; numbers with bounds have no exponent and at most six
+fraction digits; strings use only the escapes JSON requires; recursion through
+``$ref`` is unrolled ``max_depth`` times. See ``docs/constraints.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import jsonschema
+
+from ..errors import EngineError, SchemaError
+from .ecma_pattern import PatternError, encoded_unit, translate_pattern
+from .json_values import canonical
+from .numeric_ranges import Bound, any_number, integer_range, number_range
+from .regex_text import alt, literal, optional, repeat, seq
+from .schema_facts import Facts, excludes, flat_facts, union_facts
+from .schema_keywords import (
+    ARRAY_KEYWORDS,
+    JSON_TYPES,
+    NUMBER_KEYWORDS,
+    OBJECT_KEYWORDS,
+    REFUSED_GENERAL,
+    STRING_KEYWORDS,
+)
+from .schema_merge import PARTS_KEY, merge_flat
+from .string_formats import NUMERIC_FORMAT_RANGES, string_format
+
+logger = logging.getLogger(__name__)
+
+_STRUCTURAL = {"$ref", "allOf", "anyOf", "oneOf"}
+_QUOTE = "\\x22"
+#: Any single character of a JSON string's content, escapes included (never a lone surrogate).
+_ANY_UNIT = alt(
+    [
+        encoded_unit([(0x20, 0x10FFFF)]),
+        "\\x5c(?:[\\x22\\x5c\\x2fbfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))",
+    ]
+)
+#: Characters of an undeclared key: no escapes, so the key's text is its decoded value.
+_KEY_CHAR_RANGES = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]
+
+
+class OutputValidationError(EngineError):
+    """Generated text is not valid JSON for the schema (only possible with ``strict=False``)."""
+
+
+@dataclass(frozen=True)
+class CompiledSchema:
+    """A JSON Schema compiled to a regex over JSON text."""
+
+    schema: Any
+    regex: str
+    #: True when every keyword was enforced (the regex alone guarantees validity).
+    exact: bool
+    #: ``"<pointer>: <keyword>"`` for each keyword dropped under ``strict=False``.
+    dropped: tuple[str, ...] = ()
+    compile_seconds: float = 0.0
+    max_whitespace: int = 0
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        return re.compile(self.regex)
+
+    def matches(self, text: str) -> bool:
+        """Whether ``text`` (the whole of it) is in the regex's language."""
+        return self._pattern.fullmatch(text) is not None
+
+    def validate(self, text: str) -> Any:
+        """Parse ``text`` and validate it against the schema; return the value.
+
+        Raises :class:`OutputValidationError` naming the first problem.
+        """
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise OutputValidationError(f"output is not JSON: {exc}") from exc
+        cls = jsonschema.validators.validator_for(
+            self.schema, default=jsonschema.Draft202012Validator
+        )
+        error = jsonschema.exceptions.best_match(
+            cls(self.schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)
+        )
+        if error is not None:
+            where = "/" + "/".join(str(p) for p in error.absolute_path)
+            raise OutputValidationError(
+                f"output does not match the schema at {where}: {error.message}"
+            )
+        return value
+
+
+def compile_json_schema(
+    schema: Any,
+    *,
+    strict: bool = True,
+    max_whitespace: int = 0,
+    max_depth: int = 3,
+    any_depth: int = 2,
+    time_limit: float = 2.0,
+    max_regex_chars: int = 1_000_000,
+) -> CompiledSchema:
+    """Compile ``schema`` (a dict or bool) to a :class:`CompiledSchema`.
+
+    ``max_whitespace`` 0 is compact JSON; n > 0 allows up to n spaces/newlines/tabs
+    at each structural gap (a bounded pretty mode). ``max_depth`` bounds how often
+    one ``$ref`` may recurse; ``any_depth`` the nesting of unconstrained values.
+    Raises :class:`SchemaError` for what cannot be enforced, for an unsatisfiable
+    schema, and when compilation exceeds ``time_limit`` seconds or the regex
+    ``max_regex_chars`` characters.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
+    start = time.perf_counter()
+    compiler = _Compiler(
+        root=schema,
+        strict=strict,
+        deadline=start + time_limit,
+        time_limit=time_limit,
+        max_depth=max_depth,
+        any_depth=any_depth,
+        ws=f"[\\x20\\x0a\\x09]{{0,{max_whitespace}}}" if max_whitespace > 0 else "",
+        max_regex_chars=max_regex_chars,
+    )
+    try:
+        regex = compiler.compile(schema, "", ())
+    except RecursionError as exc:
+        raise SchemaError("schema nests too deeply to compile", keyword=None, pointer="") from exc
+    if regex is None:
+        raise SchemaError("schema is unsatisfiable (no JSON value can be valid)", pointer="")
+    if len(regex) > max_regex_chars:
+        raise SchemaError(f"compiled regex exceeds {max_regex_chars} characters", pointer="")
+    return CompiledSchema(
+        schema=schema,
+        regex=regex,
+        exact=not compiler.dropped,
+        dropped=tuple(compiler.dropped),
+        compile_seconds=time.perf_counter() - start,
+        max_whitespace=max_whitespace,
+    )
+
+
+@dataclass
+class _Combo:
+    kind: str  # "anyOf" | "oneOf"
+    branches: list[tuple[Any, str]]
+    refs: tuple[str, ...]
+    pointer: str
+
+
+@dataclass
+class _Expanded:
+    flat: list[tuple[dict[str, Any], str]]
+    combos: list[_Combo]
+    refs: tuple[str, ...]
+
+
+def _child(pointer: str, *parts: str | int) -> str:
+    out = pointer
+    for p in parts:
+        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+@dataclass
+class _Compiler:
+    root: Any
+    strict: bool
+    deadline: float
+    time_limit: float
+    max_depth: int
+    any_depth: int
+    ws: str
+    max_regex_chars: int
+    dropped: list[str] = field(default_factory=list)
+    _any_cache: dict[int, str] = field(default_factory=dict)
+
+    # -- helpers -------------------------------------------------------------
+
+    def _tick(self, pointer: str) -> None:
+        if time.perf_counter() > self.deadline:
+            raise SchemaError(
+                f"compilation exceeded the time limit of {self.time_limit:g} s", pointer=pointer
+            )
+
+    def refuse(self, keyword: str, pointer: str, why: str) -> None:
+        """Raise SchemaError (strict) or record the keyword as dropped."""
+        if self.strict:
+            raise SchemaError(
+                f"{keyword!r} cannot be enforced exactly: {why}", keyword=keyword, pointer=pointer
+            )
+        where = _child(pointer, keyword)
+        logger.warning(
+            "dropping %s (%s); the output will be validated after generation", where, why
+        )
+        self.dropped.append(f"{pointer or '/'}: {keyword}")
+
+    @cached_property
+    def _validator(self) -> Any:
+        cls = jsonschema.validators.validator_for(
+            self.root, default=jsonschema.Draft202012Validator
+        )
+        return cls(self.root, format_checker=cls.FORMAT_CHECKER)
+
+    def is_valid(self, value: Any, schema: Any) -> bool:
+        """``value`` validates against the sub-schema ``schema`` (``$ref`` resolved in the root)."""
+        try:
+            return bool(self._validator.evolve(schema=schema).is_valid(value))
+        except (jsonschema.exceptions.SchemaError, jsonschema.exceptions.RefResolutionError) as exc:
+            raise SchemaError(f"schema is invalid: {exc}") from exc
+        except Exception as exc:  # referencing raises its own Unresolvable errors
+            raise SchemaError(f"cannot validate against the schema: {exc}") from exc
+
+    def resolve(self, ref: str, pointer: str) -> tuple[Any, str]:
+        if not isinstance(ref, str):
+            raise SchemaError("$ref must be a string", keyword="$ref", pointer=pointer)
+        if ref == "#" or ref == "":
+            return self.root, ""
+        if not ref.startswith("#/"):
+            raise SchemaError(
+                f"only local JSON-pointer references are supported, not {ref!r}",
+                keyword="$ref",
+                pointer=pointer,
+            )
+        node: Any = self.root
+        path = ""
+        for raw in ref[2:].split("/"):
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise SchemaError(f"$ref {ref!r} does not resolve", keyword="$ref", pointer=pointer)
+            path = _child(path, part)
+        return node, path
+
+    # -- expansion of $ref / allOf / anyOf / oneOf ---------------------------
+
+    def expand(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> _Expanded | None:
+        """Flat parts and pending combinators of ``schema``; None when it accepts nothing."""
+        self._tick(pointer)
+        out = _Expanded([], [], refs)
+        if schema is True:
+            return out
+        if schema is False:
+            return None
+        if not isinstance(schema, dict):
+            raise SchemaError(
+                f"a schema must be an object or a boolean, not {type(schema).__name__}",
+                pointer=pointer,
+            )
+        if "$ref" in schema:
+            ref = schema["$ref"]
+            target, tptr = self.resolve(ref, pointer)
+            if refs.count(ref) >= self.max_depth:
+                return None  # recursion unrolled to max_depth: deeper values are not generated
+            sub = self.expand(target, tptr, (*refs, ref))
+            if sub is None:
+                return None
+            out.flat.extend(sub.flat)
+            out.combos.extend(sub.combos)
+            out.refs = max(out.refs, sub.refs, key=len)
+        if "allOf" in schema:
+            subs = schema["allOf"]
+            if not isinstance(subs, list) or not subs:
+                raise SchemaError(
+                    "allOf must be a non-empty array", keyword="allOf", pointer=pointer
+                )
+            for i, s in enumerate(subs):
+                sub = self.expand(s, _child(pointer, "allOf", i), refs)
+                if sub is None:
+                    return None
+                out.flat.extend(sub.flat)
+                out.combos.extend(sub.combos)
+                out.refs = max(out.refs, sub.refs, key=len)
+        for kind in ("anyOf", "oneOf"):
+            if kind in schema:
+                subs = schema[kind]
+                if not isinstance(subs, list) or not subs:
+                    raise SchemaError(
+                        f"{kind} must be a non-empty array", keyword=kind, pointer=pointer
+                    )
+                branches = [(s, _child(pointer, kind, i)) for i, s in enumerate(subs)]
+                out.combos.append(_Combo(kind, branches, refs, pointer))
+        rest = {k: v for k, v in schema.items() if k not in _STRUCTURAL}
+        if rest or not (out.flat or out.combos):
+            out.flat.append((self.normalize(rest, pointer), pointer))
+        return out
+
+    def normalize(self, part: dict[str, Any], pointer: str) -> dict[str, Any]:
+        """Rewrite older-draft spellings into 2020-12 ones (tuple ``items``)."""
+        part = dict(part)
+        if isinstance(part.get("items"), list):
+            part["prefixItems"] = part.pop("items")
+            if "additionalItems" in part:
+                part["items"] = part.pop("additionalItems")
+        else:
+            part.pop("additionalItems", None)
+        for key in ("exclusiveMinimum", "exclusiveMaximum"):
+            if isinstance(part.get(key), bool):
+                raise SchemaError(
+                    f"boolean {key} (draft 4) is not supported; use a number",
+                    keyword=key,
+                    pointer=pointer,
+                )
+        return part
+
+    # -- compile ---------------------------------------------------------------
+
+    def compile(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        """Regex of ``schema``'s narrowed language (None: empty)."""
+        expanded = self.expand(schema, pointer, refs)
+        if expanded is None:
+            return None
+        return self._compile_parts(expanded.flat, expanded.combos, expanded.refs, pointer)
+
+    def _compile_parts(
+        self,
+        flat: list[tuple[dict[str, Any], str]],
+        combos: list[_Combo],
+        refs: tuple[str, ...],
+        pointer: str,
+    ) -> str | None:
+        self._tick(pointer)
+        if not combos:
+            parts = [p for p, _ in flat]
+            where = flat[0][1] if len(flat) == 1 else pointer
+            merged = merge_flat(parts, where) if parts else {}
+            return self.compile_flat(merged, where, refs)
+        combo, others = combos[0], combos[1:]
+        results: list[str | None] = []
+        expansions: list[_Expanded | None] = []
+        for branch, bptr in combo.branches:
+            sub = self.expand(branch, bptr, combo.refs)
+            expansions.append(sub)
+            if sub is None:
+                results.append(None)
+                continue
+            results.append(
+                self._compile_parts(
+                    flat + sub.flat, others + sub.combos, max(refs, sub.refs, key=len), pointer
+                )
+            )
+        if combo.kind == "oneOf" and len(combo.branches) > 1:
+            self._check_disjoint(combo, flat, expansions, results)
+        return alt(results)
+
+    def _check_disjoint(
+        self,
+        combo: _Combo,
+        flat: list[tuple[dict[str, Any], str]],
+        expansions: list[_Expanded | None],
+        results: list[str | None],
+    ) -> None:
+        facts_gen = [
+            self._facts(flat + e.flat, e.combos, generated=True) if e is not None else None
+            for e in expansions
+        ]
+        facts_val = [
+            self._facts(flat + e.flat, e.combos, generated=False) if e is not None else None
+            for e in expansions
+        ]
+        for i, regex in enumerate(results):
+            if regex is None:
+                continue
+            for j, (branch, _) in enumerate(combo.branches):
+                if i == j or facts_val[j] is None:
+                    continue
+                gen = facts_gen[i]
+                assert gen is not None
+                if not excludes(gen, facts_val[j], lambda v, b=branch: self.is_valid(v, b)):
+                    self.refuse(
+                        "oneOf",
+                        combo.pointer,
+                        f"branches {i} and {j} may both match one value (cannot prove them disjoint)",
+                    )
+                    return
+
+    def _facts(
+        self, flat: list[tuple[dict[str, Any], str]], combos: list[_Combo], *, generated: bool
+    ) -> Facts:
+        merged = merge_flat([p for p, _ in flat], "") if flat else {}
+        base = flat_facts(merged, generated=generated)
+        for combo in combos:
+            alts = []
+            for branch, bptr in combo.branches:
+                sub = self.expand(branch, bptr, combo.refs)
+                if sub is not None:
+                    alts.append(self._facts(sub.flat, sub.combos, generated=generated))
+            other = union_facts(alts)
+            base = Facts(
+                types=base.types & other.types,
+                values=base.values if base.values is not None else other.values,
+                required=base.required | other.required,
+                prop_values={**other.prop_values, **base.prop_values},
+                keys=base.keys if base.keys is not None else other.keys,
+            )
+        return base
+
+    def compile_flat(
+        self, schema: dict[str, Any], pointer: str, refs: tuple[str, ...]
+    ) -> str | None:
+        """Regex of a flat (merged) schema."""
+        for key in schema:
+            if key in REFUSED_GENERAL:
+                if key == "if" and not ({"then", "else"} & set(schema)):
+                    continue
+                self.refuse(key, pointer, "not supported by the constraint compiler")
+        if "const" in schema or "enum" in schema:
+            return self._finite(schema, pointer)
+        types = self._types(schema, pointer)
+        out: list[str | None] = []
+        for t in types:
+            if t == "null":
+                out.append("null")
+            elif t == "boolean":
+                out.append("(?:true|false)")
+            elif t in ("integer", "number"):
+                out.append(self._number(schema, pointer, integer=t == "integer"))
+            elif t == "string":
+                out.append(self._string(schema, pointer))
+            elif t == "array":
+                out.append(self._array(schema, pointer, refs))
+            elif t == "object":
+                out.append(self._object(schema, pointer, refs))
+        result = alt(out)
+        if result is not None and len(result) > self.max_regex_chars:
+            raise SchemaError(
+                f"compiled regex exceeds {self.max_regex_chars} characters", pointer=pointer
+            )
+        return result
+
+    def _types(self, schema: dict[str, Any], pointer: str) -> list[str]:
+        if "type" in schema:
+            t = schema["type"]
+            names = [t] if isinstance(t, str) else t
+            if not isinstance(names, list) or any(n not in (*JSON_TYPES, "integer") for n in names):
+                raise SchemaError(f"unknown type {t!r}", keyword="type", pointer=pointer)
+            if "number" in names:
+                names = [n for n in names if n != "integer"]
+            return list(dict.fromkeys(names))
+        keys = set(schema)
+        fam = []
+        if keys & OBJECT_KEYWORDS:
+            fam.append("object")
+        if keys & ARRAY_KEYWORDS:
+            fam.append("array")
+        if keys & STRING_KEYWORDS:
+            fam.append("string")
+        if keys & NUMBER_KEYWORDS:
+            fam.append("number")
+        if "format" in keys and not fam:
+            fmt = schema["format"]
+            fam.append(
+                "integer"
+                if fmt in ("int32", "int64")
+                else "number"
+                if fmt in NUMERIC_FORMAT_RANGES
+                else "string"
+            )
+        return fam or ["null", "boolean", "object", "array", "string", "number"]
+
+    def _finite(self, schema: dict[str, Any], pointer: str) -> str | None:
+        if "const" in schema:
+            candidates = [schema["const"]]
+        else:
+            candidates = schema["enum"]
+            if not isinstance(candidates, list):
+                raise SchemaError("enum must be an array", keyword="enum", pointer=pointer)
+        checks = schema.get(PARTS_KEY, [schema])
+        kept: list[str] = []
+        seen: set[Any] = set()
+        for value in candidates:
+            try:
+                key = canonical(value)
+            except TypeError as exc:
+                raise SchemaError(str(exc), keyword="enum", pointer=pointer) from exc
+            if key in seen:
+                continue
+            seen.add(key)
+            if all(
+                self.is_valid(value, {k: v for k, v in part.items() if k != PARTS_KEY})
+                for part in checks
+            ):
+                kept.append(literal(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
+        return alt(kept)
+
+    # -- scalars ---------------------------------------------------------------
+
+    def _number(self, schema: dict[str, Any], pointer: str, *, integer: bool) -> str | None:
+        for key in ("multipleOf", "divisibleBy"):
+            if key in schema:
+                m = schema[key]
+                if not (
+                    integer and isinstance(m, (int, float)) and not isinstance(m, bool) and m == 1
+                ):
+                    self.refuse(key, pointer, "multiples are not enforced")
+        lows: list[Bound] = []
+        highs: list[Bound] = []
+        for key, exclusive, side in (
+            ("minimum", False, lows),
+            ("exclusiveMinimum", True, lows),
+            ("maximum", False, highs),
+            ("exclusiveMaximum", True, highs),
+        ):
+            if key in schema:
+                v = schema[key]
+                if isinstance(v, bool) or not isinstance(v, (int, float)):
+                    raise SchemaError(f"{key} must be a number", keyword=key, pointer=pointer)
+                side.append(Bound(v, exclusive))
+        fmt = schema.get("format")
+        if fmt is not None:
+            if fmt in NUMERIC_FORMAT_RANGES:
+                rng = NUMERIC_FORMAT_RANGES[fmt]
+                if rng is not None:
+                    lows.append(Bound(rng[0], False))
+                    highs.append(Bound(rng[1], False))
+            elif not isinstance(fmt, str) or string_format(fmt) is None:
+                self.refuse("format", pointer, f"format {fmt!r} is not supported")
+        lo = _strictest(lows, low=True)
+        hi = _strictest(highs, low=False)
+        if lo is None and hi is None:
+            return any_number(integer=integer)
+        if integer:
+            from .numeric_ranges import highest_integer, lowest_integer
+
+            return integer_range(
+                lowest_integer(lo) if lo is not None else None,
+                highest_integer(hi) if hi is not None else None,
+            )
+        return number_range(lo, hi)
+
+    def _string(self, schema: dict[str, Any], pointer: str) -> str | None:
+        min_len = schema.get("minLength", 0)
+        max_len = schema.get("maxLength")
+        for key, v in (("minLength", min_len), ("maxLength", max_len)):
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v)
+            ):
+                raise SchemaError(
+                    f"{key} must be a non-negative integer", keyword=key, pointer=pointer
+                )
+        min_len = int(min_len)
+        max_len = None if max_len is None else int(max_len)
+        fmt = schema.get("format")
+        pattern = schema.get("pattern")
+        if fmt is not None and fmt not in NUMERIC_FORMAT_RANGES:
+            spec = string_format(fmt) if isinstance(fmt, str) else None
+            if spec is None:
+                self.refuse("format", pointer, f"format {fmt!r} is not supported")
+            else:
+                if pattern is not None:
+                    self.refuse("pattern", pointer, "pattern together with format")
+                if spec.min_length < min_len or (
+                    max_len is not None and (spec.max_length is None or spec.max_length > max_len)
+                ):
+                    if max_len is not None and max_len < spec.min_length:
+                        return None
+                    self.refuse(
+                        "maxLength" if max_len is not None else "minLength",
+                        pointer,
+                        f"length bounds together with format {fmt!r}",
+                    )
+                return seq(_QUOTE, spec.regex, _QUOTE)
+        elif fmt in NUMERIC_FORMAT_RANGES:
+            self.refuse("format", pointer, f"format {fmt!r} applies to numbers, not strings")
+        if pattern is not None:
+            if not isinstance(pattern, str):
+                raise SchemaError("pattern must be a string", keyword="pattern", pointer=pointer)
+            try:
+                tp = translate_pattern(pattern)
+            except PatternError as exc:
+                self.refuse("pattern", pointer, str(exc))
+                return seq(_QUOTE, repeat(_ANY_UNIT, min_len, max_len), _QUOTE)
+            if tp.regex is None:
+                return None
+            fits = tp.min_length >= min_len and (
+                max_len is None or (tp.max_length is not None and tp.max_length <= max_len)
+            )
+            if not fits:
+                if max_len is not None and tp.min_length > max_len:
+                    return None
+                self.refuse(
+                    "maxLength" if max_len is not None else "minLength",
+                    pointer,
+                    "length bounds together with a pattern whose lengths differ",
+                )
+            return seq(_QUOTE, tp.regex, _QUOTE)
+        return seq(_QUOTE, repeat(_ANY_UNIT, min_len, max_len), _QUOTE)
+
+    # -- containers ------------------------------------------------------------
+
+    def any_value(self, depth: int) -> str:
+        """Any JSON value nested at most ``depth`` containers deep."""
+        if depth in self._any_cache:
+            return self._any_cache[depth]
+        scalars = [
+            "null",
+            "(?:true|false)",
+            any_number(integer=False),
+            seq(_QUOTE, repeat(_ANY_UNIT, 0, None), _QUOTE),
+        ]
+        if depth > 0:
+            inner = self.any_value(depth - 1)
+            ws = self.ws
+            items = seq(inner, repeat(seq(ws, "\\x2c", ws, inner), 0, None))
+            scalars.append(f"\\x5b{ws}{optional(seq(items, ws))}\\x5d")
+            member = seq(_QUOTE, repeat(_ANY_UNIT, 0, None), _QUOTE, ws, "\\x3a", ws, inner)
+            members = seq(member, repeat(seq(ws, "\\x2c", ws, member), 0, None))
+            scalars.append(f"\\x7b{ws}{optional(seq(members, ws))}\\x7d")
+        result = alt(scalars) or ""
+        self._any_cache[depth] = result
+        return result
+
+    def _sub(self, schema: Any, pointer: str, refs: tuple[str, ...]) -> str | None:
+        if schema is True or schema == {}:
+            return self.any_value(self.any_depth)
+        return self.compile(schema, pointer, refs)
+
+    def _array(self, schema: dict[str, Any], pointer: str, refs: tuple[str, ...]) -> str | None:
+        for key in ("contains", "minContains", "maxContains", "unevaluatedItems"):
+            if key in schema and not (key == "unevaluatedItems" and schema[key] is True):
+                if key in ("minContains", "maxContains") and "contains" not in schema:
+                    continue
+                self.refuse(key, pointer, "not supported by the constraint compiler")
+        min_items = _count(schema, "minItems", pointer) or 0
+        max_items = _count(schema, "maxItems", pointer)
+        if schema.get("uniqueItems") is True and (max_items is None or max_items > 1):
+            self.refuse("uniqueItems", pointer, "uniqueness of items is not enforced")
+        prefix_schemas = schema.get("prefixItems") or []
+        if not isinstance(prefix_schemas, list):
+            raise SchemaError(
+                "prefixItems must be an array", keyword="prefixItems", pointer=pointer
+            )
+        prefix = [
+            self._sub(s, _child(pointer, "prefixItems", i), refs)
+            for i, s in enumerate(prefix_schemas)
+        ]
+        items_schema = schema.get("items", True)
+        item = (
+            None
+            if items_schema is False
+            else self._sub(items_schema, _child(pointer, "items"), refs)
+        )
+        ws = self.ws
+        comma = f"{ws}\\x2c{ws}"
+
+        def tail(i: int) -> str | None:
+            """Elements from index i on, given i elements already written."""
+            if max_items is not None and i >= max_items:
+                return ""
+            if i < len(prefix):
+                elem = prefix[i]
+                rest = tail(i + 1)
+                body = seq(comma if i > 0 else "", elem, rest)
+                if i < min_items:
+                    return body
+                return optional(body) if body is not None else ""
+            if item is None:
+                return "" if i >= min_items else None
+            lo = max(0, min_items - i)
+            hi = None if max_items is None else max_items - i
+            if i > 0:
+                return repeat(seq(comma, item), lo, hi)
+            first_rest = repeat(seq(comma, item), max(0, lo - 1), None if hi is None else hi - 1)
+            body = seq(item, first_rest)
+            return body if lo > 0 else optional(body)
+
+        inner = tail(0)
+        if inner is None:
+            return None
+        return f"\\x5b{ws}{inner}{ws}\\x5d" if inner else f"\\x5b{ws}\\x5d"
+
+    def _object(self, schema: dict[str, Any], pointer: str, refs: tuple[str, ...]) -> str | None:
+        props = schema.get("properties") or {}
+        if not isinstance(props, dict):
+            raise SchemaError("properties must be an object", keyword="properties", pointer=pointer)
+        required = schema.get("required") or []
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise SchemaError(
+                "required must be an array of strings", keyword="required", pointer=pointer
+            )
+        for key in (
+            "patternProperties",
+            "dependentRequired",
+            "dependentSchemas",
+            "dependencies",
+            "propertyNames",
+        ):
+            if key in schema and schema[key] not in ({}, True):
+                self.refuse(key, pointer, "not supported by the constraint compiler")
+        if schema.get("unevaluatedProperties", True) is not True:
+            self.refuse(
+                "unevaluatedProperties", pointer, "not supported by the constraint compiler"
+            )
+        extra_schema = schema.get("additionalProperties", False)
+        names = list(props)
+        for name in required:
+            if name not in props:
+                names.append(name)
+        min_props = _count(schema, "minProperties", pointer)
+        max_props = _count(schema, "maxProperties", pointer)
+        if min_props is not None and min_props > len(set(required)):
+            self.refuse("minProperties", pointer, "more properties than the required ones")
+        ws = self.ws
+        entries: list[tuple[str, str, bool]] = []  # (name, regex of `"name":value`, required)
+        for name in names:
+            if name in props:
+                sub, sptr = props[name], _child(pointer, "properties", name)
+            else:
+                sub, sptr = (
+                    (True if "additionalProperties" not in schema else extra_schema),
+                    _child(pointer, "additionalProperties"),
+                )
+            value = self._sub(sub, sptr, refs)
+            is_required = name in required
+            if value is None:
+                if is_required:
+                    return None
+                continue
+            key = literal(json.dumps(name, ensure_ascii=False))
+            entries.append((name, f"{key}{ws}\\x3a{ws}{value}", is_required))
+        extra: str | None = None
+        if extra_schema is not False:
+            value = self._sub(extra_schema, _child(pointer, "additionalProperties"), refs)
+            key = _string_not_in(set(props) | set(required))
+            extra = None if value is None or key is None else f"{key}{ws}\\x3a{ws}{value}"
+        if max_props is not None and (
+            max_props < len(set(required)) or extra is not None or len(entries) > max_props
+        ):
+            if max_props < len(set(required)):
+                return None
+            self.refuse("maxProperties", pointer, "fewer properties than may be written")
+        comma = f"{ws}\\x2c{ws}"
+
+        memo: dict[tuple[int, bool], str | None] = {}
+
+        def tail(i: int, first: bool) -> str | None:
+            """Declared members from entry i on; ``first``: nothing written yet.
+
+            With ``first`` the result is non-empty (the empty object is added by the caller),
+            so the undeclared members can follow with one shared copy of their regex.
+            """
+            if (i, first) in memo:
+                return memo[(i, first)]
+            self._tick(pointer)
+            out: str | None
+            if i == len(entries):
+                out = None if first else ""
+            else:
+                _, entry, is_required = entries[i]
+                if not first:
+                    rest = tail(i + 1, False)
+                    member = seq(comma, entry)
+                    out = seq(member if is_required else optional(member), rest)
+                elif is_required:
+                    out = seq(entry, tail(i + 1, False))
+                else:
+                    out = alt([seq(entry, tail(i + 1, False)), tail(i + 1, True)])
+            memo[(i, first)] = out
+            return out
+
+        declared = tail(0, True)
+        can_be_empty = not any(r for _, _, r in entries)
+        parts: list[str | None] = []
+        if extra is None:
+            parts.append(declared)
+            if can_be_empty:
+                parts.append("")
+        else:
+            parts.append(seq(declared, repeat(seq(comma, extra), 0, None)))
+            if can_be_empty:
+                parts.append(optional(seq(extra, repeat(seq(comma, extra), 0, None))))
+        inner = alt(parts)
+        if inner is None:
+            return None
+        return f"\\x7b{ws}{inner}{ws}\\x7d"
+
+
+def _strictest(bounds: list[Bound], *, low: bool) -> Bound | None:
+    best: Bound | None = None
+    for b in bounds:
+        if best is None:
+            best = b
+            continue
+        if ((b.value > best.value) if low else (b.value < best.value)) or (
+            b.value == best.value and b.exclusive
+        ):
+            best = b
+    return best
+
+
+def _count(schema: dict[str, Any], key: str, pointer: str) -> int | None:
+    if key not in schema:
+        return None
+    v = schema[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+        raise SchemaError(f"{key} must be a non-negative integer", keyword=key, pointer=pointer)
+    return int(v)
+
+
+def _string_not_in(excluded: set[str]) -> str | None:
+    """A JSON string (no escapes) whose value is none of ``excluded``."""
+    names = [n for n in excluded if all(ord(c) >= 0x20 and c not in '"\\' for c in n)]
+    trie: dict[str, Any] = {}
+    for name in names:
+        node = trie
+        for ch in name:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+    any_char = encoded_unit(_KEY_CHAR_RANGES)
+
+    def rest(node: dict[str, Any]) -> str:
+        """Continuations from this trie node that leave the excluded set."""
+        parts: list[str | None] = []
+        if "" not in node:
+            parts.append("")
+        children = [c for c in node if c]
+        for ch in children:
+            parts.append(seq(literal(ch), rest(node[ch])))
+        others = [(lo, hi) for lo, hi in _KEY_CHAR_RANGES]
+        from .regex_text import complement
+
+        other_class = encoded_unit(complement([(ord(c), ord(c)) for c in children], others))
+        if other_class is not None:
+            parts.append(seq(other_class, f"{any_char}*"))
+        return alt(parts) or ""
+
+    body = rest(trie)
+    return f"{_QUOTE}{body}{_QUOTE}"
