@@ -190,3 +190,20 @@ def test_gumbel_noise_is_finite_at_the_extremes() -> None:
     noise = gumbel_noise(7, torch.arange(64).unsqueeze(1), torch.arange(1 << 14).unsqueeze(0))
     assert bool(torch.isfinite(noise).all())
     assert noise.max().item() > 12.0 and noise.min().item() < -2.5
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.3])
+def test_split_rows_match_reference(
+    temperature: float, device: torch.device, triton_ok: None
+) -> None:
+    from agentflow.kernels._constrained_select_triton import launch
+    from agentflow.kernels.gumbel import seed_mix
+
+    logits, allowed = _inputs(3, 1000, 0.1, 21, device)
+    logits[1, :] = float("-inf")  # a row with nothing finite: every split is empty
+    logits[2, [130, 900]] = 50.0  # a tie across two splits: the lower id wins
+    for mask in (allowed, None):
+        ref = constrained_select(logits, mask, temperature, 8, backend="torch")
+        tri = launch(logits, mask, temperature, seed_mix(8), block_v=64, splits=5)
+        assert torch.equal(tri[0], ref[0])
+        torch.testing.assert_close(tri[1], ref[1], rtol=1e-5, atol=1e-6)
