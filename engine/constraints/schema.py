@@ -28,13 +28,14 @@ import jsonschema
 
 from ..errors import EngineError, SchemaError
 from .ecma_pattern import PatternError, encoded_unit, translate_pattern
-from .json_values import canonical
+from .json_values import canonical, json_type
 from .numeric_ranges import Bound, any_number, integer_range, number_range
 from .regex_text import alt, literal, optional, repeat, seq
 from .schema_facts import Facts, excludes, flat_facts, union_facts
 from .schema_keywords import (
     ARRAY_KEYWORDS,
     JSON_TYPES,
+    KNOWN_VALIDATION,
     NUMBER_KEYWORDS,
     OBJECT_KEYWORDS,
     REFUSED_GENERAL,
@@ -54,6 +55,9 @@ _ANY_UNIT = alt(
         "\\x5c(?:[\\x22\\x5c\\x2fbfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))",
     ]
 )
+#: Regex size an object's optional members may spend on "which one comes first".
+_OBJECT_REGEX_BUDGET = 60_000
+_MIN_FIRST_CHOICES = 3
 #: Characters of an undeclared key: no escapes, so the key's text is its decoded value.
 _KEY_CHAR_RANGES = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]
 
@@ -113,7 +117,7 @@ def compile_json_schema(
     strict: bool = True,
     max_whitespace: int = 0,
     max_depth: int = 3,
-    any_depth: int = 2,
+    any_depth: int = 1,
     time_limit: float = 2.0,
     max_regex_chars: int = 1_000_000,
 ) -> CompiledSchema:
@@ -419,14 +423,20 @@ class _Compiler:
         self, schema: dict[str, Any], pointer: str, refs: tuple[str, ...]
     ) -> str | None:
         """Regex of a flat (merged) schema."""
+        if "const" in schema or "enum" in schema:
+            # Every candidate is validated against the whole schema: exact for any keyword.
+            return self._finite(schema, pointer)
         for key in schema:
-            if key in REFUSED_GENERAL:
+            if key in REFUSED_GENERAL and key != "not":
                 if key == "if" and not ({"then", "else"} & set(schema)):
                     continue
                 self.refuse(key, pointer, "not supported by the constraint compiler")
-        if "const" in schema or "enum" in schema:
-            return self._finite(schema, pointer)
         types = self._types(schema, pointer)
+        if "not" in schema:
+            negated = self._negate(schema["not"], schema, types, _child(pointer, "not"))
+            if negated is None:
+                return None
+            schema, types = negated
         out: list[str | None] = []
         for t in types:
             if t == "null":
@@ -447,6 +457,57 @@ class _Compiler:
                 f"compiled regex exceeds {self.max_regex_chars} characters", pointer=pointer
             )
         return result
+
+    def _negate(
+        self, neg: Any, schema: dict[str, Any], types: list[str], pointer: str
+    ) -> tuple[dict[str, Any], list[str]] | None:
+        """Apply ``not: neg`` for the shapes that have an exact form; refuse the rest."""
+        if neg is False:
+            return schema, types
+        if neg is True:
+            return None
+        if not isinstance(neg, dict):
+            raise SchemaError("not must be a schema", keyword="not", pointer=pointer)
+        keys = {k for k in neg if k in KNOWN_VALIDATION or k in _STRUCTURAL}
+        if not keys:
+            return None  # not {} rejects everything
+        schema = dict(schema)
+        if keys == {"anyOf"} and isinstance(neg["anyOf"], list):
+            for i, branch in enumerate(neg["anyOf"]):
+                done = self._negate(branch, schema, types, _child(pointer, "anyOf", i))
+                if done is None:
+                    return None
+                schema, types = done
+            return schema, types
+        if keys == {"type"}:
+            t = neg["type"]
+            gone = {t} if isinstance(t, str) else set(t)
+            if "number" in gone:
+                gone.add("integer")
+            if "integer" in gone and "number" in types:
+                self.refuse("not", pointer, "excluding integers from numbers")
+                return schema, types
+            return schema, [x for x in types if x not in gone]
+        if keys == {"required"} and isinstance(neg["required"], list) and len(neg["required"]) == 1:
+            name = neg["required"][0]
+            if name in (schema.get("required") or []):
+                return None
+            props = dict(schema.get("properties") or {})
+            props[name] = False
+            schema["properties"] = props
+            return schema, [x for x in types if x == "object"]
+        if keys <= {"enum", "const"}:
+            values = [neg["const"]] if "const" in neg else list(neg.get("enum") or [])
+            hit = {json_type(v) for v in values}
+            emitted = {"number" if t == "integer" else t for t in types}
+            if not hit & emitted:
+                return schema, types
+            plain = not ({"pattern", "format", "minLength", "maxLength"} & set(schema))
+            if hit == {"string"} and plain:
+                schema["__not_strings__"] = [v for v in values if isinstance(v, str)]
+                return schema, types
+        self.refuse("not", pointer, "only not {}, type, a single required key or string values")
+        return schema, types
 
     def _types(self, schema: dict[str, Any], pointer: str) -> list[str]:
         if "type" in schema:
@@ -604,6 +665,8 @@ class _Compiler:
                     "length bounds together with a pattern whose lengths differ",
                 )
             return seq(_QUOTE, tp.regex, _QUOTE)
+        if "__not_strings__" in schema:
+            return _string_not_in(set(schema["__not_strings__"]))
         return seq(_QUOTE, repeat(_ANY_UNIT, min_len, max_len), _QUOTE)
 
     # -- containers ------------------------------------------------------------
@@ -698,24 +761,31 @@ class _Compiler:
             raise SchemaError(
                 "required must be an array of strings", keyword="required", pointer=pointer
             )
-        for key in (
-            "patternProperties",
-            "dependentRequired",
-            "dependentSchemas",
-            "dependencies",
-            "propertyNames",
-        ):
-            if key in schema and schema[key] not in ({}, True):
-                self.refuse(key, pointer, "not supported by the constraint compiler")
-        if schema.get("unevaluatedProperties", True) is not True:
-            self.refuse(
-                "unevaluatedProperties", pointer, "not supported by the constraint compiler"
-            )
         extra_schema = schema.get("additionalProperties", False)
+        if "additionalProperties" not in schema and "unevaluatedProperties" in schema:
+            # Only declared (evaluated) keys are written; undeclared required keys are unevaluated.
+            extra_for_required: Any = schema["unevaluatedProperties"]
+        else:
+            extra_for_required = schema.get("additionalProperties", True)
+        required = list(dict.fromkeys(required))
         names = list(props)
         for name in required:
             if name not in props:
                 names.append(name)
+        values: dict[str, list[tuple[Any, str]]] = {}
+        for name in names:
+            if name in props:
+                values[name] = [(props[name], _child(pointer, "properties", name))]
+            else:
+                values[name] = [(extra_for_required, _child(pointer, "additionalProperties"))]
+        generates_extra = extra_schema is not False
+        forbidden: set[str] = set()
+        self._pattern_properties(schema, pointer, names, values, generates_extra)
+        self._property_names(schema, pointer, names, forbidden, generates_extra)
+        self._dependencies(schema, pointer, names, required, forbidden, generates_extra)
+        if any(name in forbidden for name in required):
+            return None
+        names = [n for n in names if n not in forbidden]
         min_props = _count(schema, "minProperties", pointer)
         max_props = _count(schema, "maxProperties", pointer)
         if min_props is not None and min_props > len(set(required)):
@@ -723,13 +793,11 @@ class _Compiler:
         ws = self.ws
         entries: list[tuple[str, str, bool]] = []  # (name, regex of `"name":value`, required)
         for name in names:
-            if name in props:
-                sub, sptr = props[name], _child(pointer, "properties", name)
+            subs = values[name]
+            if len(subs) == 1:
+                sub, sptr = subs[0]
             else:
-                sub, sptr = (
-                    (True if "additionalProperties" not in schema else extra_schema),
-                    _child(pointer, "additionalProperties"),
-                )
+                sub, sptr = {"allOf": [x for x, _ in subs]}, subs[0][1]
             value = self._sub(sub, sptr, refs)
             is_required = name in required
             if value is None:
@@ -752,6 +820,8 @@ class _Compiler:
         comma = f"{ws}\\x2c{ws}"
 
         memo: dict[tuple[int, bool], str | None] = {}
+        total = sum(len(e) for _, e, _ in entries) or 1
+        first_choices = max(_MIN_FIRST_CHOICES, _OBJECT_REGEX_BUDGET // total)
 
         def tail(i: int, first: bool) -> str | None:
             """Declared members from entry i on; ``first``: nothing written yet.
@@ -773,8 +843,13 @@ class _Compiler:
                     out = seq(member if is_required else optional(member), rest)
                 elif is_required:
                     out = seq(entry, tail(i + 1, False))
-                else:
+                elif i < first_choices:
                     out = alt([seq(entry, tail(i + 1, False)), tail(i + 1, True)])
+                else:
+                    # Bounded choice of the first member keeps the regex quadratic only in
+                    # ``first_choices``: past it, the first member is the next required one.
+                    later = [j for j in range(i, len(entries)) if entries[j][2]]
+                    out = tail(later[0], True) if later else None
             memo[(i, first)] = out
             return out
 
@@ -793,6 +868,101 @@ class _Compiler:
         if inner is None:
             return None
         return f"\\x7b{ws}{inner}{ws}\\x7d"
+
+    def _pattern_properties(
+        self,
+        schema: dict[str, Any],
+        pointer: str,
+        names: list[str],
+        values: dict[str, list[tuple[Any, str]]],
+        generates_extra: bool,
+    ) -> None:
+        """Add each matching ``patternProperties`` schema to the declared keys it applies to."""
+        pats = schema.get("patternProperties")
+        if not pats:
+            return
+        if not isinstance(pats, dict):
+            raise SchemaError(
+                "patternProperties must be an object", keyword="patternProperties", pointer=pointer
+            )
+        if generates_extra:
+            self.refuse("patternProperties", pointer, "together with additionalProperties")
+            return
+        for pat, sub in pats.items():
+            try:
+                python_re = re.compile(pat)
+                ours = translate_pattern(pat)
+            except (re.error, PatternError) as exc:
+                self.refuse("patternProperties", pointer, f"pattern {pat!r}: {exc}")
+                return
+            ours_re = re.compile(ours.regex or "(?!)")
+            for name in names:
+                hit = python_re.search(name) is not None
+                encoded = json.dumps(name, ensure_ascii=False)[1:-1]
+                if hit != (ours_re.fullmatch(encoded) is not None):
+                    self.refuse(
+                        "patternProperties", pointer, f"pattern {pat!r} is ambiguous for {name!r}"
+                    )
+                    return
+                if hit:
+                    values[name].append((sub, _child(pointer, "patternProperties", pat)))
+
+    def _property_names(
+        self,
+        schema: dict[str, Any],
+        pointer: str,
+        names: list[str],
+        forbidden: set[str],
+        generates_extra: bool,
+    ) -> None:
+        """``propertyNames``: declared keys that fail it can never be written."""
+        rule = schema.get("propertyNames", True)
+        if rule is True or rule == {}:
+            return
+        if generates_extra:
+            self.refuse("propertyNames", pointer, "together with additionalProperties")
+            return
+        for name in names:
+            if not self.is_valid(name, rule):
+                forbidden.add(name)
+
+    def _dependencies(
+        self,
+        schema: dict[str, Any],
+        pointer: str,
+        names: list[str],
+        required: list[str],
+        forbidden: set[str],
+        generates_extra: bool,
+    ) -> None:
+        """Dependent keys: a required trigger makes its dependents required; an optional
+        trigger whose dependents are not all required is never written (a narrowing)."""
+        rules: list[tuple[str, str, Any]] = []
+        for key in ("dependentRequired", "dependentSchemas", "dependencies"):
+            for trigger, dep in (schema.get(key) or {}).items():
+                rules.append((key, trigger, dep))
+        for key, trigger, dep in rules:
+            if trigger not in names:
+                if generates_extra:
+                    self.refuse(
+                        key, pointer, f"trigger {trigger!r} may appear as an undeclared key"
+                    )
+                continue
+            if isinstance(dep, list):
+                if trigger in required:
+                    for d in dep:
+                        if d not in required:
+                            required.append(d)
+                            if d not in names:
+                                self.refuse(key, pointer, f"dependent key {d!r} is not declared")
+                elif not all(d in required for d in dep):
+                    forbidden.add(trigger)
+            elif dep is True or dep == {}:
+                continue
+            elif trigger in required:
+                self.refuse(key, pointer, f"schema dependency of required key {trigger!r}")
+            else:
+                forbidden.add(trigger)
 
 
 def _strictest(bounds: list[Bound], *, low: bool) -> Bound | None:

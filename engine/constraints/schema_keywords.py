@@ -68,3 +68,13 @@ ANNOTATIONS = frozenset(
 #: Validation keywords (of any draft) that constrain every type and are not enforced.
 REFUSED_GENERAL = frozenset({"not", "if", "$dynamicRef", "$recursiveRef", "disallow", "extends"})
 JSON_TYPES = ("null", "boolean", "object", "array", "string", "number")
+
+#: Every keyword that can make a value invalid (in any draft); others are ignored.
+KNOWN_VALIDATION = (
+    OBJECT_KEYWORDS
+    | ARRAY_KEYWORDS
+    | STRING_KEYWORDS
+    | NUMBER_KEYWORDS
+    | REFUSED_GENERAL
+    | frozenset({"type", "enum", "const", "format", "then", "else"})
+)

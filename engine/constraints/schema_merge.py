@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import SchemaError
-from .schema_keywords import ANNOTATIONS
+from .schema_keywords import KNOWN_VALIDATION
 
 #: Key of the merged schema holding the original parts (enum candidates are validated against them).
 PARTS_KEY = "__agentflow_parts__"
@@ -108,7 +108,10 @@ def merge_flat(parts: list[dict[str, Any]], pointer: str) -> dict[str, Any]:
                 "const",
             ):
                 continue
-            if key in ANNOTATIONS:
+            if key not in KNOWN_VALIDATION:
+                continue  # annotations and unknown keywords constrain nothing
+            if key == "not":
+                merged["not"] = {"anyOf": [merged["not"], value]} if "not" in merged else value
                 continue
             if key in _MAX or key in _MIN:
                 if isinstance(value, bool) or not isinstance(value, (int, float)):

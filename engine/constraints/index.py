@@ -1,0 +1,274 @@
+"""Regex + tokenizer → :class:`TokenAutomaton`, through ``outlines_core.Index``.
+
+The vocabulary handed to outlines holds every non-special token as its exact
+bytes (byte-level BPE pieces decoded to bytes), so a token may end or start in
+the middle of a UTF-8 character. Special tokens (mask, pad, role markers) never
+appear inside an answer; the end token is added by us: from every final state
+it leads to an absorbing ``done_state`` that loops on it.
+
+:class:`ConstraintCompiler` owns an LRU cache keyed by (regex hash, tokenizer
+fingerprint); the engine holds one. Nothing is cached at module level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections import OrderedDict, deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import torch
+from outlines_core import Index, Vocabulary
+
+from ..errors import SchemaError
+from .automaton import TokenAutomaton
+from .schema import CompiledSchema, compile_json_schema
+
+#: Build the dense [S, V] table only up to this many entries (int32 each).
+DENSE_TABLE_LIMIT = 4_000_000
+
+
+class TokenSource(Protocol):
+    """What the automaton needs from a tokenizer (``engine.tokenizer.Tokenizer`` fits)."""
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def end_id(self) -> int | None: ...
+
+    @property
+    def special_ids(self) -> frozenset[int]: ...
+
+    @property
+    def fingerprint(self) -> str: ...
+
+    def token_bytes(self, token_id: int) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class AutomatonStats:
+    """How big an automaton is and what it cost to build."""
+
+    num_states: int
+    num_transitions: int
+    index_seconds: float
+    schema_seconds: float = 0.0
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class CompiledConstraint:
+    """A schema (or regex) compiled for one tokenizer."""
+
+    regex: str
+    automaton: TokenAutomaton
+    stats: AutomatonStats
+    schema: CompiledSchema | None = None
+
+
+def token_vocabulary(tokenizer: TokenSource) -> dict[bytes, list[int]]:
+    """Non-special tokens grouped by their exact bytes (tokens with no bytes are left out)."""
+    by_bytes: dict[bytes, list[int]] = {}
+    special = tokenizer.special_ids
+    for tid in range(tokenizer.vocab_size):
+        if tid in special or tid == tokenizer.end_id:
+            continue
+        try:
+            data = tokenizer.token_bytes(tid)
+        except KeyError:
+            continue
+        if data:
+            by_bytes.setdefault(data, []).append(tid)
+    return by_bytes
+
+
+def build_token_automaton(
+    regex: str, tokenizer: TokenSource, *, dense_limit: int = DENSE_TABLE_LIMIT
+) -> tuple[TokenAutomaton, AutomatonStats]:
+    """The token automaton of ``regex`` over ``tokenizer``'s vocabulary.
+
+    Raises :class:`SchemaError` when outlines cannot index the regex (for example
+    when the vocabulary cannot spell a character the regex requires).
+    """
+    end = tokenizer.end_id
+    if end is None:
+        raise ValueError("the tokenizer has no end token; the automaton needs one to finish")
+    start = time.perf_counter()
+    vocab = Vocabulary(end, token_vocabulary(tokenizer))
+    try:
+        index = Index(regex, vocab)
+    except (ValueError, RuntimeError) as exc:
+        raise SchemaError(f"cannot build the token index for this regex: {exc}") from exc
+    automaton = _from_index(index, end, tokenizer.vocab_size, dense_limit)
+    seconds = time.perf_counter() - start
+    stats = AutomatonStats(
+        num_states=automaton.num_states,
+        num_transitions=int(automaton.tokens.numel()),
+        index_seconds=seconds,
+    )
+    return automaton, stats
+
+
+def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> TokenAutomaton:
+    raw: Mapping[int, Mapping[int, int]] = index.get_transitions()
+    initial = index.get_initial_state()
+    finals = set(index.get_final_states())
+    # Dense ids in breadth-first order from the initial state (deterministic across runs).
+    dense: dict[int, int] = {initial: 0}
+    queue = deque([initial])
+    while queue:
+        q = queue.popleft()
+        for t in sorted(raw.get(q, {})):
+            r = raw[q][t]
+            if t != end and r not in dense:
+                dense[r] = len(dense)
+                queue.append(r)
+    done = len(dense)
+    num_states = done + 1
+    rows: list[list[tuple[int, int]]] = [[] for _ in range(num_states)]
+    for q, i in dense.items():
+        rows[i] = sorted((t, dense[r]) for t, r in raw.get(q, {}).items() if t != end)
+    final = torch.zeros(num_states, dtype=torch.bool)
+    for q in finals:
+        if q in dense:
+            final[dense[q]] = True
+            rows[dense[q]].append((end, done))
+    final[done] = True
+    rows[done] = [(end, done)]
+    for row in rows:
+        row.sort()
+    offsets = torch.zeros(num_states + 1, dtype=torch.int64)
+    offsets[1:] = torch.cumsum(torch.tensor([len(r) for r in rows], dtype=torch.int64), 0)
+    flat = [pair for row in rows for pair in row]
+    tokens = torch.tensor([t for t, _ in flat], dtype=torch.int32)
+    next_states = torch.tensor([r for _, r in flat], dtype=torch.int32)
+    successors = torch.zeros(num_states, num_states, dtype=torch.bool)
+    src = torch.repeat_interleave(torch.arange(num_states), offsets[1:] - offsets[:-1])
+    successors[src, next_states.long()] = True
+    live = _co_reachable(rows, done, num_states)
+    table = None
+    if num_states * vocab_size <= dense_limit:
+        table = torch.full((num_states, vocab_size), -1, dtype=torch.int32)
+        table[src, tokens.long()] = next_states
+    return TokenAutomaton(
+        num_states=num_states,
+        vocab_size=vocab_size,
+        initial_state=0,
+        done_state=done,
+        end_token_id=end,
+        final=final,
+        offsets=offsets,
+        tokens=tokens,
+        next_states=next_states,
+        successors=successors,
+        live=live,
+        table=table,
+    )
+
+
+def _co_reachable(rows: list[list[tuple[int, int]]], target: int, n: int) -> torch.Tensor:
+    back: list[list[int]] = [[] for _ in range(n)]
+    for q, row in enumerate(rows):
+        for _, r in row:
+            back[r].append(q)
+    live = torch.zeros(n, dtype=torch.bool)
+    live[target] = True
+    queue = deque([target])
+    while queue:
+        r = queue.popleft()
+        for q in back[r]:
+            if not live[q]:
+                live[q] = True
+                queue.append(q)
+    return live
+
+
+def schema_key(schema: Any, **options: Any) -> str:
+    """A stable hash of a schema and its compile options."""
+    text = json.dumps([schema, options], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+class ConstraintCompiler:
+    """Compiles schemas/regexes into automata for tokenizers, with an LRU cache.
+
+    ``compile_schema(schema, tokenizer)`` runs the schema front end and the token
+    index once per (schema, options, tokenizer); repeats are cache hits.
+    """
+
+    def __init__(self, *, max_entries: int = 64) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self.max_entries = max_entries
+        self._cache: OrderedDict[tuple[str, str], CompiledConstraint] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def clear(self) -> None:
+        """Drop every cached automaton."""
+        self._cache.clear()
+
+    def _lookup(self, key: tuple[str, str]) -> CompiledConstraint | None:
+        found = self._cache.get(key)
+        if found is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._cache.move_to_end(key)
+        s = found.stats
+        return CompiledConstraint(
+            regex=found.regex,
+            automaton=found.automaton,
+            schema=found.schema,
+            stats=AutomatonStats(
+                s.num_states, s.num_transitions, s.index_seconds, s.schema_seconds, cached=True
+            ),
+        )
+
+    def _store(self, key: tuple[str, str], value: CompiledConstraint) -> None:
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.max_entries:
+            self._cache.popitem(last=False)
+
+    def compile_regex(self, regex: str, tokenizer: TokenSource) -> CompiledConstraint:
+        """The automaton of a raw regex."""
+        key = ("re:" + hashlib.sha256(regex.encode()).hexdigest()[:24], tokenizer.fingerprint)
+        found = self._lookup(key)
+        if found is not None:
+            return found
+        automaton, stats = build_token_automaton(regex, tokenizer)
+        compiled = CompiledConstraint(regex=regex, automaton=automaton, stats=stats)
+        self._store(key, compiled)
+        return compiled
+
+    def compile_schema(
+        self, schema: Any, tokenizer: TokenSource, **options: Any
+    ) -> CompiledConstraint:
+        """The automaton of a JSON Schema (``options`` go to :func:`compile_json_schema`)."""
+        key = ("js:" + schema_key(schema, **options), tokenizer.fingerprint)
+        found = self._lookup(key)
+        if found is not None:
+            return found
+        compiled_schema = compile_json_schema(schema, **options)
+        automaton, stats = build_token_automaton(compiled_schema.regex, tokenizer)
+        compiled = CompiledConstraint(
+            regex=compiled_schema.regex,
+            automaton=automaton,
+            schema=compiled_schema,
+            stats=AutomatonStats(
+                stats.num_states,
+                stats.num_transitions,
+                stats.index_seconds,
+                compiled_schema.compile_seconds,
+            ),
+        )
+        self._store(key, compiled)
+        return compiled
