@@ -25,6 +25,8 @@ from functools import cached_property
 from typing import Any
 
 import jsonschema
+from referencing import Registry
+from referencing.exceptions import NoSuchResource
 
 from ..errors import EngineError, SchemaError
 from .ecma_pattern import PatternError, encoded_unit, translate_pattern
@@ -42,7 +44,7 @@ from .schema_keywords import (
     STRING_KEYWORDS,
 )
 from .schema_merge import PARTS_KEY, merge_flat
-from .string_formats import NUMERIC_FORMAT_RANGES, string_format
+from .string_formats import NUMERIC_FORMAT_RANGES, REFUSED_FORMATS, string_format
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +66,16 @@ _KEY_CHAR_RANGES = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]
 
 class OutputValidationError(EngineError):
     """Generated text is not valid JSON for the schema (only possible with ``strict=False``)."""
+
+
+def _no_remote(uri: str) -> Any:
+    raise NoSuchResource(ref=uri)
+
+
+def offline_validator(schema: Any) -> Any:
+    """A format-asserting validator for ``schema`` that never fetches remote references."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER, registry=Registry(retrieve=_no_remote))
 
 
 @dataclass(frozen=True)
@@ -97,12 +109,7 @@ class CompiledSchema:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
             raise OutputValidationError(f"output is not JSON: {exc}") from exc
-        cls = jsonschema.validators.validator_for(
-            self.schema, default=jsonschema.Draft202012Validator
-        )
-        error = jsonschema.exceptions.best_match(
-            cls(self.schema, format_checker=cls.FORMAT_CHECKER).iter_errors(value)
-        )
+        error = jsonschema.exceptions.best_match(offline_validator(self.schema).iter_errors(value))
         if error is not None:
             where = "/" + "/".join(str(p) for p in error.absolute_path)
             raise OutputValidationError(
@@ -218,10 +225,7 @@ class _Compiler:
 
     @cached_property
     def _validator(self) -> Any:
-        cls = jsonschema.validators.validator_for(
-            self.root, default=jsonschema.Draft202012Validator
-        )
-        return cls(self.root, format_checker=cls.FORMAT_CHECKER)
+        return offline_validator(self.root)
 
     def is_valid(self, value: Any, schema: Any) -> bool:
         """``value`` validates against the sub-schema ``schema`` (``$ref`` resolved in the root)."""
@@ -488,12 +492,14 @@ class _Compiler:
                 self.refuse("not", pointer, "excluding integers from numbers")
                 return schema, types
             return schema, [x for x in types if x not in gone]
-        if keys == {"required"} and isinstance(neg["required"], list) and len(neg["required"]) == 1:
-            name = neg["required"][0]
-            if name in (schema.get("required") or []):
+        together = _required_sets(neg)
+        if together is not None:
+            # "not all of these keys": never write one of them (a narrowing when several).
+            absent = [k for k in together if k not in (schema.get("required") or [])]
+            if not absent:
                 return None
             props = dict(schema.get("properties") or {})
-            props[name] = False
+            props[absent[-1]] = False
             schema["properties"] = props
             return schema, [x for x in types if x == "object"]
         if keys <= {"enum", "const"}:
@@ -594,7 +600,7 @@ class _Compiler:
                 if rng is not None:
                     lows.append(Bound(rng[0], False))
                     highs.append(Bound(rng[1], False))
-            elif not isinstance(fmt, str) or string_format(fmt) is None:
+            elif not isinstance(fmt, str) or fmt in REFUSED_FORMATS:
                 self.refuse("format", pointer, f"format {fmt!r} is not supported")
         lo = _strictest(lows, low=True)
         hi = _strictest(highs, low=False)
@@ -623,10 +629,17 @@ class _Compiler:
         max_len = None if max_len is None else int(max_len)
         fmt = schema.get("format")
         pattern = schema.get("pattern")
+        if fmt is not None and not isinstance(fmt, str):
+            raise SchemaError("format must be a string", keyword="format", pointer=pointer)
         if fmt is not None and fmt not in NUMERIC_FORMAT_RANGES:
-            spec = string_format(fmt) if isinstance(fmt, str) else None
+            spec = string_format(fmt)
             if spec is None:
-                self.refuse("format", pointer, f"format {fmt!r} is not supported")
+                if fmt in REFUSED_FORMATS:
+                    self.refuse("format", pointer, f"format {fmt!r} is not supported")
+                else:
+                    logger.debug(
+                        "format %r at %s is not a JSON Schema format: ignored", fmt, pointer
+                    )
             else:
                 if pattern is not None:
                     self.refuse("pattern", pointer, "pattern together with format")
@@ -963,6 +976,22 @@ class _Compiler:
                 self.refuse(key, pointer, f"schema dependency of required key {trigger!r}")
             else:
                 forbidden.add(trigger)
+
+
+def _required_sets(neg: dict[str, Any]) -> list[str] | None:
+    """Keys of ``{"required": [...]}`` or an ``allOf`` of such schemas (else None)."""
+    keys = {k for k in neg if k in KNOWN_VALIDATION or k in _STRUCTURAL}
+    if keys == {"required"} and isinstance(neg["required"], list) and neg["required"]:
+        return [str(k) for k in neg["required"]]
+    if keys == {"allOf"} and isinstance(neg["allOf"], list):
+        out: list[str] = []
+        for sub in neg["allOf"]:
+            got = _required_sets(sub) if isinstance(sub, dict) else None
+            if got is None:
+                return None
+            out.extend(k for k in got if k not in out)
+        return out or None
+    return None
 
 
 def _strictest(bounds: list[Bound], *, low: bool) -> Bound | None:

@@ -110,8 +110,11 @@ def string_format(name: str) -> StringFormat | None:
         return StringFormat(_email(), 6, None)
     if name == "uuid":
         return StringFormat(_uuid(), 36, 36)
-    if name == "uri":
+    if name in ("uri", "url"):
         return StringFormat(_uri(), 5, None)
+    if name == "byte":
+        b64 = "[0-9A-Za-z\\x2b\\x2f]"
+        return StringFormat(f"(?:{b64}{{4}})*(?:{b64}{{2}}\\x3d\\x3d|{b64}{{3}}\\x3d)?", 0, None)
     if name == "ipv4":
         return StringFormat(_ipv4(), 7, 15)
     if name == "ipv6":
@@ -120,6 +123,24 @@ def string_format(name: str) -> StringFormat | None:
         return StringFormat(_hostname(), 1, 251)
     return None
 
+
+#: Formats defined by JSON Schema (and OpenAPI's ``byte``/``binary``) that are not enforced:
+#: refused. Formats outside these lists are annotations no validator asserts, and are ignored.
+REFUSED_FORMATS = frozenset(
+    {
+        "uri-reference",
+        "iri",
+        "iri-reference",
+        "idn-email",
+        "idn-hostname",
+        "regex",
+        "json-pointer",
+        "relative-json-pointer",
+        "uri-template",
+        "duration",
+        "binary",
+    }
+)
 
 SUPPORTED_FORMATS: tuple[str, ...] = (
     "date",
@@ -131,6 +152,8 @@ SUPPORTED_FORMATS: tuple[str, ...] = (
     "ipv4",
     "ipv6",
     "hostname",
+    "url",
+    "byte",
 )
 
 #: Numeric formats (OpenAPI): int32/int64 are enforced as ranges, float/double add nothing.
