@@ -252,3 +252,25 @@ def test_prompts_may_be_tensors(block_model: Transformer) -> None:
     assert engine.generate(torch.tensor(PROMPTS[0]), cfg).sequences == expected
     with pytest.raises(TypeError, match="token ids"):
         engine.generate([[5, 6.5]], cfg)
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_bidirectional_refresh_equals_a_full_forward_per_block(shift: int) -> None:
+    """With one step per block, the refreshed prefix cache is exact: compare with full forwards."""
+    model = make_model(make_config("bidirectional", logits_shift=shift), seed=5)
+    mc = model.config
+    prompt, length, blocks = PROMPTS[0], 4, 3
+    seq = list(prompt)
+    with torch.no_grad():
+        for _ in range(blocks):
+            logits = model(torch.tensor([[*seq, *[mc.mask_token_id] * length]]))[0].float()
+            logits = logits[len(seq) - shift : len(seq) - shift + length]
+            logits[:, mc.mask_token_id] = float("-inf")
+            seq += logits.argmax(-1).tolist()
+    expected = seq[len(prompt) :]
+    if mc.end_token_id in expected:
+        expected = expected[: expected.index(mc.end_token_id)]
+    cfg = GenerationConfig(max_new_tokens=length * blocks, block_length=length, threshold=0.0)
+    res = DiffusionEngine(model).generate(prompt, cfg)
+    assert res.sequences[0] == expected and len(expected) > length
+    assert res.stats.nfe == min(blocks, len(expected) // length + 1)
