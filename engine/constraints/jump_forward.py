@@ -86,8 +86,7 @@ class ForcedText:
         live = live.cpu()
         while len(out) < limit and not bool(final[state]):
             nxt = self.byte_next[state]
-            ok = nxt >= 0
-            ok[ok.clone()] = live[nxt[ok].long()]
+            ok = (nxt >= 0) & live[nxt.clamp(min=0).long()]
             choices = torch.nonzero(ok).flatten()
             if choices.numel() != 1:
                 break
