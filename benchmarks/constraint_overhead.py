@@ -1,0 +1,248 @@
+"""What constraints cost: schema coverage and compile time, automaton build, generation.
+
+Side by side in one run:
+1. the JSONSchemaBench sample: share of schemas compiled per subset and the
+   compile-time distribution (tool-call subsets — BFCL, Glaive — separately);
+2. action schemas of pydantic tool sets: schema compile and token-index time;
+3. generation with a small random block-diffusion model, constrained by the
+   action schema vs unconstrained, same prompts and settings: seconds, forward
+   passes, share of tokens filled by jump-forward, time per step spent on masks.
+
+Writes ``benchmarks/results/constraint_overhead.json`` and prints a table.
+Usage: ``python benchmarks/constraint_overhead.py [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import torch
+from pydantic import BaseModel, Field
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
+
+from agentflow.engine.chat_template import SPECIAL_TOKENS, ToolSpec, format_tool_calls
+from agentflow.engine.constraints import ConstraintCompiler, action_schema, compile_json_schema
+from agentflow.engine.constraints.enforcement import Constraint
+from agentflow.engine.errors import SchemaError
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import ModelConfig, Transformer
+from agentflow.engine.sampler import DiffusionEngine
+from agentflow.engine.tokenizer import Tokenizer
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFORMANCE = ROOT / ".." / "shared" / "conformance" / "jsonschemabench-sample" / "data"
+TOOL_SUBSETS = ("BFCL", "Glaiveai2K")
+
+
+class OrderArgs(BaseModel):
+    order_id: str = Field(description="Order number", max_length=12)
+    quantity: int = Field(ge=1, le=99)
+    note: str | None = None
+    speed: Literal["fast", "slow"] = "fast"
+
+
+class WeatherArgs(BaseModel):
+    city: str
+    unit: Literal["c", "f"] = "c"
+    days: int = Field(default=1, ge=1, le=14)
+
+
+class TicketArgs(BaseModel):
+    title: str = Field(max_length=80)
+    priority: Literal["low", "normal", "high"]
+    tags: list[str] = []
+
+
+TOOLS = [
+    ToolSpec("get_order", "Look up an order.", OrderArgs.model_json_schema()),
+    ToolSpec("get_weather", "Weather forecast.", WeatherArgs.model_json_schema()),
+    ToolSpec("open_ticket", "Open a support ticket.", TicketArgs.model_json_schema()),
+]
+
+
+def _pct(values: list[float], q: float) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def coverage(limit: int | None) -> dict[str, Any]:
+    """Compile every sampled schema; share compiled per subset and compile times."""
+    per: dict[str, dict[str, int]] = {}
+    times: dict[str, list[float]] = {"all": [], "tools": []}
+    files = sorted(CONFORMANCE.glob("*.json"))[: limit or None]
+    for path in files:
+        subset = path.stem.split("---")[0] if "---" in path.stem else path.stem.rsplit("_", 1)[0]
+        schema = json.loads(path.read_text())["schema"]
+        row = per.setdefault(subset, {"schemas": 0, "compiled": 0})
+        row["schemas"] += 1
+        start = time.perf_counter()
+        try:
+            compile_json_schema(schema)
+            row["compiled"] += 1
+        except SchemaError:
+            pass
+        ms = (time.perf_counter() - start) * 1000
+        times["all"].append(ms)
+        if subset.startswith(TOOL_SUBSETS):
+            times["tools"].append(ms)
+    total = sum(r["schemas"] for r in per.values())
+    compiled = sum(r["compiled"] for r in per.values())
+    return {
+        "schemas": total,
+        "compiled": compiled,
+        "compiled_share": compiled / total if total else 0.0,
+        "per_subset": per,
+        "compile_ms": {
+            k: {
+                "median": statistics.median(v) if v else None,
+                "p90": _pct(v, 0.9),
+                "max": max(v, default=None),
+            }
+            for k, v in times.items()
+        },
+    }
+
+
+def tokenizer() -> Tokenizer:
+    """A byte-level BPE trained on tool-call JSON, with the engine's special tokens."""
+    corpus = [
+        format_tool_calls([("get_order", {"order_id": "58213", "quantity": 2, "speed": "fast"})]),
+        format_tool_calls([("get_weather", {"city": "Oslo", "unit": "c", "days": 3})]),
+        format_tool_calls([("open_ticket", {"title": "Broken", "priority": "high", "tags": []})]),
+        '{"final":"Your order ships tomorrow."}',
+    ]
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    hf.train_from_iterator(corpus * 50, trainer=trainer)
+    return Tokenizer(hf)
+
+
+def automata(tok: Tokenizer, repeats: int) -> tuple[dict[str, Any], Any]:
+    """Action-schema compile and token-index times (fresh cache each repeat)."""
+    schema_ms, index_ms, states = [], [], 0
+    compiled = None
+    for _ in range(repeats):
+        compiler = ConstraintCompiler()
+        compiled = compiler.compile_schema(action_schema(TOOLS, None), tok)
+        schema_ms.append(compiled.stats.schema_seconds * 1000)
+        index_ms.append(compiled.stats.index_seconds * 1000)
+        states = compiled.stats.num_states
+    return {
+        "schema_compile_ms_median": statistics.median(schema_ms),
+        "index_build_ms_median": statistics.median(index_ms),
+        "states": states,
+        "regex_chars": len(compiled.regex) if compiled else 0,
+    }, compiled
+
+
+def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
+    """Constrained vs unconstrained decoding of the same prompts with a random model."""
+    torch.manual_seed(0)
+    cfg = ModelConfig(
+        vocab_size=tok.vocab_size,
+        dim=128,
+        n_layers=2,
+        n_heads=4,
+        n_kv_heads=2,
+        ffn_dim=256,
+        max_seq_len=512,
+        attention="block",
+        block_length=16,
+        mask_token_id=tok.mask_id,
+        end_token_id=tok.end_id,
+        pad_token_id=tok.pad_id,
+    )
+    engine = DiffusionEngine(Transformer(cfg), tok)
+    config = GenerationConfig(max_new_tokens=96, block_length=16, steps=16, threshold=0.9)
+    constraint = Constraint(compiled.automaton, tok)
+    texts = [f"<|user|>Where is order {58213 + i}?<|assistant|>" for i in range(prompts)]
+    ids = [tok.encode(t) for t in texts]
+    engine.generate([ids[0]], config)  # warm-up
+    rows: dict[str, dict[str, float]] = {}
+    for name in ("unconstrained", "constrained"):
+        seconds = tokens = nfe = forced = 0.0
+        for p in ids:
+            cons = [constraint.session(config.max_new_tokens)] if name == "constrained" else None
+            start = time.perf_counter()
+            out = engine.generate([p], config, constraints=cons)
+            seconds += time.perf_counter() - start
+            tokens += out.stats.tokens
+            nfe += out.stats.nfe
+            forced += out.stats.forced_tokens
+            if name == "constrained":
+                compiled.schema.validate(tok.decode(out.sequences[0], skip_special=True))
+        rows[name] = {
+            "seconds": seconds,
+            "tokens": tokens,
+            "nfe": nfe,
+            "forced_share": forced / tokens if tokens else 0.0,
+            "ms_per_forward": 1000 * seconds / nfe if nfe else 0.0,
+        }
+    rows["constrained"]["mask_ms_per_step"] = max(
+        0.0, rows["constrained"]["ms_per_forward"] - rows["unconstrained"]["ms_per_forward"]
+    )
+    rows["time_ratio_constrained_over_unconstrained"] = (
+        rows["constrained"]["seconds"] / rows["unconstrained"]["seconds"]
+    )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer schemas and prompts")
+    args = parser.parse_args()
+    result: dict[str, Any] = {}
+    if CONFORMANCE.is_dir():
+        result["coverage"] = coverage(200 if args.quick else None)
+    tok = tokenizer()
+    result["automaton"], compiled = automata(tok, 3 if args.quick else 10)
+    result["generation"] = generation(tok, compiled, 3 if args.quick else 8)
+    out = ROOT / "benchmarks" / "results" / "constraint_overhead.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2))
+
+    lines = []
+    if "coverage" in result:
+        cov = result["coverage"]
+        lines.append(
+            f"schemas compiled: {cov['compiled']}/{cov['schemas']} ({100 * cov['compiled_share']:.1f}%)"
+        )
+        for name, row in sorted(cov["per_subset"].items()):
+            lines.append(f"  {name:24s} {row['compiled']:4d}/{row['schemas']:4d}")
+        for k, v in cov["compile_ms"].items():
+            lines.append(
+                f"compile ms ({k}): median {v['median']:.2f}  p90 {v['p90']:.2f}  max {v['max']:.0f}"
+            )
+    a = result["automaton"]
+    lines.append(
+        f"action schema: compile {a['schema_compile_ms_median']:.1f} ms, index {a['index_build_ms_median']:.1f} ms, "
+        f"{a['states']} states, regex {a['regex_chars']} chars"
+    )
+    g = result["generation"]
+    lines.append(f"{'':16s}{'seconds':>9s}{'tokens':>8s}{'NFE':>6s}{'forced':>8s}{'ms/fwd':>8s}")
+    for name in ("unconstrained", "constrained"):
+        r = g[name]
+        lines.append(
+            f"{name:16s}{r['seconds']:9.2f}{r['tokens']:8.0f}{r['nfe']:6.0f}{100 * r['forced_share']:7.1f}%{r['ms_per_forward']:8.2f}"
+        )
+    lines.append(
+        f"constrained / unconstrained time: {g['time_ratio_constrained_over_unconstrained']:.2f}"
+    )
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
