@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import sys
@@ -241,7 +242,8 @@ def main(argv: list[str] | None = None) -> int:
 
     header = f"{'mode':<10}{'batch':>6}{'new':>6}{'tokens':>8}{'nfe':>6}{'fwd/tok':>9}{'tok/fwd':>9}{'seconds':>9}{'tok/s':>9}{'vs AR':>7}"
     print(f"prompt {len(ids)} tokens; block {args.block_length}, steps {args.steps}, threshold {args.threshold}; "
-          f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}")  # fmt: skip
+          f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}; "
+          f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -259,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "threshold": args.threshold,
         "torch_threads": torch.get_num_threads(),
+        # Figures on a shared machine depend on its load; record it with them.
+        "load_average_1m": os.getloadavg()[0],
         "machine": platform.machine(),
         "python": sys.version.split()[0],
         "torch": torch.__version__,
