@@ -107,6 +107,7 @@ class EmbeddedModel:
         self._verifier: Any = None
         self._engines: dict[str, Any] = {}
         self._constraints: dict[str, Constraint] = {}
+        self._compiler: Any = None
         self.batcher: StepBatcher[_Job, _Outcome] = StepBatcher(
             self._run_batch, window_s=batch_window_s, max_batch=max_batch
         )
@@ -175,14 +176,13 @@ class EmbeddedModel:
         with self._constraint_lock:
             found = self._constraints.get(key)
             if found is None:
-                try:
-                    from agentflow.engine.constraints import compile_constraint
-                except ImportError as exc:
-                    raise RuntimeError(
-                        "this build of agentflow.engine has no constraint compiler "
-                        "(agentflow.engine.constraints.compile_constraint)"
-                    ) from exc
-                found = compile_constraint(schema, self.tokenizer)
+                from agentflow.engine.constraints import ConstraintCompiler
+                from agentflow.engine.constraints.enforcement import Constraint
+
+                if self._compiler is None:
+                    self._compiler = ConstraintCompiler()
+                compiled = self._compiler.compile_schema(schema, self.tokenizer)
+                found = Constraint(compiled.automaton, self.tokenizer)
                 self._constraints[key] = found
             return found
 
