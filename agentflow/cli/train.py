@@ -22,6 +22,9 @@ def add_parser(subparsers: Any) -> None:
         "--export-only", action="store_true", help="only export the best checkpoint to export_dir"
     )
     parser.add_argument("--export-dir", type=Path, default=None, help="override export_dir")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="override optim.threads (CPU threads to train on)"
+    )
     parser.set_defaults(func=run)
 
 
@@ -31,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     config = TrainConfig.load(args.config)
+    if args.threads is not None:
+        config.optim.threads = args.threads
     if not args.export_only:
         result = train(config, resume=not args.fresh, max_steps=args.max_steps)
         logging.getLogger("agentflow.train").info(
