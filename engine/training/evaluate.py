@@ -1,0 +1,300 @@
+"""Held-out evaluation of the embedded models: tool choice, exact arguments, valid JSON, latency.
+
+The held-out set comes from :class:`CorpusGenerator` with ``split="heldout"``:
+request templates, chatter, instructions, tool-name verbs, descriptions and
+parameter names that training never saw. Each case is decoded by the engine in
+one or more modes (``diffusion``: the block-diffusion model; ``ar``: the
+autoregressive model; ``hybrid``: diffusion drafts verified by the AR model),
+under the step's action constraint unless ``constrained=False``.
+
+Metrics (per mode, overall and per domain):
+
+- ``tool_choice``: the called tool names equal the expected ones (cases that expect calls);
+- ``exact_args``: the calls, arguments included, equal the expected ones exactly;
+- ``valid_json``: the output parses and validates against the action schema (all cases);
+- ``final_choice``: a final answer where one is expected (no-tool turns, answers after a result);
+- ``grounded_final``: answers after a tool result quote at least one of the result's values;
+- ``ms_per_step``: wall time of one step (one action) at the given batch size, and tokens per forward.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+
+from ..generation import GenerationConfig
+from .corpus import CorpusGenerator, Sample
+
+Mode = Literal["diffusion", "hybrid", "ar"]
+MODES: tuple[Mode, ...] = ("diffusion", "hybrid", "ar")
+
+
+@dataclass
+class CaseResult:
+    """One decoded held-out case."""
+
+    mode: str
+    domain: str
+    kind: str
+    text: str
+    expects_calls: bool
+    valid_json: bool
+    tool_choice: bool
+    exact_args: bool
+    final_choice: bool
+    grounded_final: bool | None
+    seconds: float
+    tokens: int
+    forwards: int
+
+
+@dataclass
+class EvalReport:
+    """Per-mode summaries (overall and per domain) plus every case."""
+
+    summary: dict[str, dict[str, dict[str, float]]]
+    cases: list[CaseResult] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "settings": self.settings,
+            "summary": self.summary,
+            "cases": [asdict(c) for c in self.cases],
+        }
+
+
+def heldout_cases(n: int, seed: int = 1234) -> list[Sample]:
+    """``n`` held-out samples (the default seed differs from training's data seed too)."""
+    return list(CorpusGenerator("heldout", seed).samples(n))
+
+
+def _action_schema(sample: Sample) -> dict[str, Any]:
+    from ..constraints import action_schema
+
+    return action_schema(list(sample.tools), None, parallel_calls=True)
+
+
+def _canonical_calls(calls: Sequence[tuple[str, Any]]) -> Counter[str]:
+    return Counter(json.dumps([name, args], sort_keys=True) for name, args in calls)
+
+
+def score(sample: Sample, text: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """Compare one decoded action with the sample's expected action."""
+    expects_calls = bool(sample.calls)
+    try:
+        action = json.loads(text)
+        jsonschema.validate(action, schema)
+        valid = True
+    except (ValueError, jsonschema.ValidationError):
+        action, valid = None, False
+    got_calls: list[tuple[str, Any]] = []
+    is_final = False
+    if isinstance(action, dict):
+        if isinstance(action.get("tool_calls"), list):
+            got_calls = [
+                (c.get("name"), c.get("arguments"))
+                for c in action["tool_calls"]
+                if isinstance(c, dict)
+            ]
+        is_final = "final" in action
+    tool_choice = expects_calls and Counter(n for n, _ in got_calls) == Counter(
+        n for n, _ in sample.calls
+    )
+    exact = expects_calls and _canonical_calls(got_calls) == _canonical_calls(sample.calls)
+    grounded: bool | None = None
+    if sample.kind == "final" and sample.messages and sample.messages[-1].role == "tool":
+        result = json.loads(sample.messages[-1].content)
+        values = [str(v) for v in result.values() if isinstance(v, (str, int, float)) and str(v)]
+        answer = action.get("final") if is_final and isinstance(action, dict) else None
+        grounded = isinstance(answer, str) and any(v in answer for v in values)
+    return {
+        "expects_calls": expects_calls,
+        "valid_json": valid,
+        "tool_choice": bool(tool_choice),
+        "exact_args": bool(exact),
+        "final_choice": (not expects_calls) and is_final,
+        "grounded_final": grounded,
+    }
+
+
+Decoder = Callable[[list[str], list[Any], GenerationConfig], tuple[list[str], list[Any], float]]
+
+
+def make_decoder(mode: Mode, dlm: Any, ar: Any) -> Decoder:
+    """A function decoding a batch of prompts in ``mode`` with loaded checkpoints (``LoadedModel``)."""
+    if mode == "diffusion":
+        from ..sampler import DiffusionEngine
+
+        engine: Any = DiffusionEngine(dlm.model, dlm.tokenizer)
+        kwargs: dict[str, Any] = {}
+    elif mode == "ar":
+        from ..autoregressive import ARDecoder
+
+        engine = ARDecoder(ar.model, ar.tokenizer)
+        kwargs = {}
+    elif mode == "hybrid":
+        from ..hybrid import HybridEngine
+
+        engine = HybridEngine(dlm.model, ar.model, dlm.tokenizer, verifier_tokenizer=ar.tokenizer)
+        kwargs = {"mode": "hybrid"}
+    else:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
+
+    def decode(
+        prompts: list[str], sessions: list[Any], config: GenerationConfig
+    ) -> tuple[list[str], list[Any], float]:
+        t0 = time.perf_counter()
+        result = engine.generate(
+            prompts, config, constraints=sessions if sessions else None, **kwargs
+        )
+        seconds = time.perf_counter() - t0
+        texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
+        return list(texts), list(result.stats.rows), seconds
+
+    return decode
+
+
+def evaluate(
+    dlm: Any,
+    ar: Any,
+    *,
+    modes: Sequence[Mode] = MODES,
+    n: int = 200,
+    seed: int = 1234,
+    batch_size: int = 1,
+    constrained: bool = True,
+    config: GenerationConfig | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> EvalReport:
+    """Decode ``n`` held-out cases in each mode and score them."""
+    config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
+    samples = heldout_cases(n, seed)
+    schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
+    tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
+    compiled: dict[str, Any] = {}
+    if constrained:
+        from ..constraints import ConstraintCompiler
+        from ..constraints.enforcement import Constraint
+
+        compiler = ConstraintCompiler(max_entries=max(64, len(schemas)))
+        for schema in schemas:
+            key = json.dumps(schema, sort_keys=True)
+            if key not in compiled:
+                automaton = compiler.compile_schema(schema, tokenizer).automaton
+                compiled[key] = Constraint(automaton, tokenizer)
+    results: list[CaseResult] = []
+    for mode in modes:
+        decode = make_decoder(mode, dlm, ar)
+        for start in range(0, len(samples), batch_size):
+            chunk = range(start, min(start + batch_size, len(samples)))
+            prompts = [samples[i].prompt() for i in chunk]
+            sessions = (
+                [
+                    compiled[json.dumps(schemas[i], sort_keys=True)].session(config.max_new_tokens)
+                    for i in chunk
+                ]
+                if constrained
+                else []
+            )
+            texts, rows, seconds = decode(prompts, sessions, config)
+            for i, text, row in zip(chunk, texts, rows, strict=True):
+                s = samples[i]
+                results.append(
+                    CaseResult(
+                        mode=mode,
+                        domain=s.domain,
+                        kind=s.kind,
+                        text=text,
+                        seconds=seconds / len(chunk),
+                        tokens=int(getattr(row, "tokens", 0)),
+                        forwards=int(getattr(row, "nfe", 0)),
+                        **score(s, text, schemas[i]),
+                    )
+                )
+            if progress is not None:
+                progress(mode, chunk.stop, len(samples))
+    settings = {
+        "n": n,
+        "seed": seed,
+        "batch_size": batch_size,
+        "constrained": constrained,
+        "generation": asdict(config),
+        "modes": list(modes),
+    }
+    return EvalReport(summarize(results), results, settings)
+
+
+def _plain_schema(sample: Sample) -> dict[str, Any]:
+    """Unconstrained runs still validate against the action schema when it can be built."""
+    try:
+        return _action_schema(sample)
+    except ImportError:
+        return {}
+
+
+def _rate(values: list[bool]) -> float:
+    return round(100.0 * sum(values) / len(values), 1) if values else float("nan")
+
+
+def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, float]]]:
+    """Percentages and latency per mode, overall (``"all"``) and per domain."""
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for mode in dict.fromkeys(r.mode for r in results):
+        rows = [r for r in results if r.mode == mode]
+        groups: dict[str, list[CaseResult]] = {"all": rows}
+        for r in rows:
+            groups.setdefault(r.domain, []).append(r)
+        out[mode] = {}
+        for name, group in groups.items():
+            calls = [r for r in group if r.expects_calls]
+            finals = [r for r in group if not r.expects_calls]
+            grounded = [r.grounded_final for r in group if r.grounded_final is not None]
+            tokens = sum(r.tokens for r in group)
+            forwards = sum(r.forwards for r in group)
+            out[mode][name] = {
+                "cases": len(group),
+                "tool_choice": _rate([r.tool_choice for r in calls]),
+                "exact_args": _rate([r.exact_args for r in calls]),
+                "valid_json": _rate([r.valid_json for r in group]),
+                "final_choice": _rate([r.final_choice for r in finals]),
+                "grounded_final": _rate(grounded),
+                "ms_per_step": round(1000 * statistics.mean(r.seconds for r in group), 1),
+                "tokens_per_forward": round(tokens / forwards, 2) if forwards else float("nan"),
+            }
+    return out
+
+
+def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
+    """A plain-text table: one row per (mode, domain)."""
+    cols = (
+        "cases",
+        "tool_choice",
+        "exact_args",
+        "valid_json",
+        "final_choice",
+        "grounded_final",
+        "ms_per_step",
+        "tokens_per_forward",
+    )
+    head = f"{'mode':<10} {'domain':<8} " + " ".join(f"{c:>14}" for c in cols)
+    lines = [head, "-" * len(head)]
+    for mode, groups in summary.items():
+        for domain, m in groups.items():
+            lines.append(f"{mode:<10} {domain:<8} " + " ".join(f"{m[c]:>14}" for c in cols))
+    return "\n".join(lines)
+
+
+def write_report(report: EvalReport, path: Path) -> None:
+    """Write the report as JSON."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report.to_json(), indent=2))

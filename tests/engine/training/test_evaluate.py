@@ -1,0 +1,134 @@
+"""Held-out scoring: what counts as a right tool, exact arguments, valid JSON, a grounded answer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from agentflow.engine.chat_template import ChatMessage, ToolSpec, format_final, format_tool_calls
+from agentflow.engine.checkpoints import load_checkpoint, save_checkpoint
+from agentflow.engine.constraints import action_schema
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import ModelConfig, Transformer
+from agentflow.engine.tokenizer import Tokenizer
+from agentflow.engine.training.corpus import Sample
+from agentflow.engine.training.evaluate import evaluate, format_table, score, summarize
+
+TOOLS = (
+    ToolSpec(
+        "get_order",
+        "Look up an order",
+        {
+            "type": "object",
+            "properties": {"order_id": {"type": "string"}},
+            "required": ["order_id"],
+        },
+    ),
+    ToolSpec(
+        "check_disk",
+        "Disk usage",
+        {"type": "object", "properties": {"host": {"type": "string"}}, "required": ["host"]},
+    ),
+)
+CALL = Sample(
+    TOOLS,
+    (ChatMessage("user", "where is order 58213?"),),
+    format_tool_calls([("get_order", {"order_id": "58213"})]),
+    "support",
+    "call",
+    calls=(("get_order", {"order_id": "58213"}),),
+)
+FINAL = Sample(
+    TOOLS,
+    (
+        ChatMessage("user", "where is order 58213?"),
+        ChatMessage("assistant", format_tool_calls([("get_order", {"order_id": "58213"})])),
+        ChatMessage("tool", '{"order_id":"58213","status":"shipped"}', name="get_order"),
+    ),
+    format_final("Order 58213 is shipped."),
+    "support",
+    "final",
+    final="Order 58213 is shipped.",
+)
+
+
+def _score(sample: Sample, text: str) -> dict[str, object]:
+    return score(sample, text, action_schema(list(sample.tools), None))
+
+
+def test_the_expected_call_scores_right() -> None:
+    got = _score(CALL, CALL.target)
+    assert got["valid_json"] and got["tool_choice"] and got["exact_args"]
+
+
+def test_right_tool_wrong_argument_is_not_exact() -> None:
+    got = _score(CALL, format_tool_calls([("get_order", {"order_id": "58231"})]))
+    assert got["tool_choice"] and not got["exact_args"]
+
+
+def test_wrong_tool_and_broken_json() -> None:
+    assert not _score(CALL, format_tool_calls([("check_disk", {"host": "58213"})]))["tool_choice"]
+    broken = _score(CALL, '{"tool_calls":[{"name":"get_order"')
+    assert not broken["valid_json"] and not broken["tool_choice"]
+    # valid JSON that breaks the action schema is not valid
+    assert not _score(CALL, '{"tool_calls":[{"name":"nope","arguments":{}}]}')["valid_json"]
+
+
+def test_a_final_answer_is_grounded_when_it_quotes_the_result() -> None:
+    assert _score(FINAL, FINAL.target)["grounded_final"] is True
+    assert _score(FINAL, format_final("All good!"))["grounded_final"] is False
+    assert _score(FINAL, FINAL.target)["final_choice"] is True
+
+
+def test_summary_and_table() -> None:
+    from agentflow.engine.training.evaluate import CaseResult
+
+    rows = [
+        CaseResult(
+            "diffusion", "support", "call", "", True, True, True, False, False, None, 0.01, 10, 5
+        ),
+        CaseResult(
+            "diffusion", "itops", "call", "", True, True, True, True, False, None, 0.03, 10, 5
+        ),
+    ]
+    summary = summarize(rows)
+    assert summary["diffusion"]["all"]["tool_choice"] == 100.0
+    assert summary["diffusion"]["all"]["exact_args"] == 50.0
+    assert summary["diffusion"]["all"]["ms_per_step"] == 20.0
+    assert summary["diffusion"]["all"]["tokens_per_forward"] == 2.0
+    assert "itops" in format_table(summary)
+
+
+@pytest.mark.slow
+def test_constrained_decoding_of_a_random_model_is_always_valid(
+    tmp_path: Path, small_tokenizer: Tokenizer
+) -> None:
+    cfg = ModelConfig(
+        vocab_size=small_tokenizer.vocab_size,
+        dim=32,
+        n_layers=1,
+        n_heads=2,
+        n_kv_heads=1,
+        ffn_dim=64,
+        attention="block",
+        block_length=16,
+        mask_token_id=1,
+        end_token_id=2,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    model = Transformer(cfg)
+    model.init_weights(0)
+    loaded = load_checkpoint(save_checkpoint(model, small_tokenizer, tmp_path / "dlm"))
+    report = evaluate(
+        loaded,
+        None,
+        modes=("diffusion",),
+        n=3,
+        batch_size=3,
+        config=GenerationConfig(max_new_tokens=96, block_length=16, steps=4),
+    )
+    assert report.summary["diffusion"]["all"]["valid_json"] == 100.0
+    assert len(report.cases) == 3
