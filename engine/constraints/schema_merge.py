@@ -53,6 +53,15 @@ def merge_flat(parts: list[dict[str, Any]], pointer: str) -> dict[str, Any]:
     """One schema equivalent to the conjunction of flat ``parts``."""
     if len(parts) == 1:
         return dict(parts[0])
+    for part in parts:
+        for key in ("unevaluatedProperties", "unevaluatedItems"):
+            if key in part:
+                # It sees only what its own schema object evaluated, not its cousins'.
+                raise SchemaError(
+                    f"{key} combined with other subschemas is not supported",
+                    keyword=key,
+                    pointer=pointer,
+                )
     merged: dict[str, Any] = {PARTS_KEY: list(parts)}
     types: set[str] | None = None
     has_type = False

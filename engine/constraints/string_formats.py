@@ -48,7 +48,8 @@ def _time() -> str:
 
 
 def _label(max_len: int) -> str:
-    return f"{_ALNUM}(?:[0-9A-Za-z\\x2d]{{0,{max_len - 2}}}{_ALNUM})?"
+    # No two hyphens in a row: "xn--" labels must be valid punycode, which we never write.
+    return f"{_ALNUM}(?:\\x2d?{_ALNUM}){{0,{(max_len - 1) // 2}}}"
 
 
 def _hostname() -> str:
