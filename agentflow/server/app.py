@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from agentflow.engine.errors import ContextLengthError, SchemaError
@@ -80,7 +80,7 @@ class OpenAIServer:
             raise ValueError("the server needs at least one model")
         self.models = dict(models)
         self.created = int(time.time())
-        self._limit = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
+        self.limiter = anyio.CapacityLimiter(max_concurrency) if max_concurrency else None
 
     def _model(self, name: str) -> Model:
         model = self.models.get(name)
@@ -129,8 +129,8 @@ class OpenAIServer:
         if prepared.stream:
             return await self._stream(model, req.model, prepared)
         try:
-            if self._limit is not None:
-                async with self._limit:
+            if self.limiter is not None:
+                async with self.limiter:
                     result = await model.step(prepared.step)
             else:
                 result = await model.step(prepared.step)
@@ -162,32 +162,17 @@ class OpenAIServer:
         }
 
     async def _stream(self, model: Model, name: str, prepared: Prepared) -> Response:
-        steps = model.stream_step(prepared.step)
-        iterator = aiter(steps)
-        # Pull the first item before answering, so request-level failures get a real status.
-        try:
-            if self._limit is not None:
-                await self._limit.acquire_on_behalf_of(iterator)
-            first = await anext(iterator)
-        except Exception as exc:
-            if self._limit is not None:
-                self._limit.release_on_behalf_of(iterator)
-            await aclose_quietly(iterator)
-            return _api_error(exc).response()
         writer = ChunkWriter(f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), name)
-        return StreamingResponse(
-            self._events(iterator, first, writer, prepared),
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
+        return StepStreamResponse(self, model, prepared, writer)
 
-    async def _events(
+    async def events(
         self,
         iterator: AsyncIterator[StepDelta | StepResponse],
         first: StepDelta | StepResponse,
         writer: ChunkWriter,
         prepared: Prepared,
     ) -> AsyncIterator[str]:
+        """The SSE events of a streamed step whose first item is ``first``."""
         try:
             yield writer.role()
             item: StepDelta | StepResponse | None = first
@@ -219,9 +204,59 @@ class OpenAIServer:
             yield sse("[DONE]")
         except Exception as exc:
             yield sse(_api_error(exc).body())
+
+
+class StepStreamResponse(Response):
+    """Streams one step as SSE, consuming the model's stream in a single task.
+
+    A model's ``stream_step`` may hold a task group across its yields (the
+    embedded model does), so it must be started, iterated and closed by one task;
+    starlette's ``StreamingResponse`` would iterate it in another task than the
+    one that pulled the first item. The first item is pulled before the headers
+    go out, so request-level failures (a schema the engine cannot enforce, a
+    prompt too long) still get their HTTP status.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(
+        self, server: OpenAIServer, model: Model, prepared: Prepared, writer: ChunkWriter
+    ) -> None:
+        super().__init__(media_type=self.media_type)
+        self.server = server
+        self.model = model
+        self.prepared = prepared
+        self.writer = writer
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        limit = self.server.limiter
+        if limit is None:
+            await self._run(scope, receive, send)
+        else:
+            async with limit:
+                await self._run(scope, receive, send)
+
+    async def _run(self, scope: Any, receive: Any, send: Any) -> None:
+        iterator = aiter(self.model.stream_step(self.prepared.step))
+        try:
+            try:
+                first = await anext(iterator)
+            except Exception as exc:
+                await _api_error(exc).response()(scope, receive, send)
+                return
+            headers = [
+                (b"content-type", b"text/event-stream; charset=utf-8"),
+                (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no"),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            events = self.server.events(iterator, first, self.writer, self.prepared)
+            async for event in events:
+                await send(
+                    {"type": "http.response.body", "body": event.encode(), "more_body": True}
+                )
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            if self._limit is not None:
-                self._limit.release_on_behalf_of(iterator)
             await aclose_quietly(iterator)
 
 

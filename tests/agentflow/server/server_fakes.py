@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
 
+import anyio
+
 from agentflow.models.base import Action, StepDelta, StepRequest, StepResponse, StepUsage
 
 
@@ -35,9 +37,21 @@ class ScriptedModel:
         return StepResponse(action=action, text=action.to_json(), usage=usage)
 
     async def stream_step(self, request: StepRequest) -> AsyncIterator[StepDelta | StepResponse]:
+        """Drafts come from a producer task, as in the embedded model: the task group
+        stays open across yields, so the consumer must iterate in a single task."""
         action = self._next(request)
-        for draft in self.drafts:
-            yield StepDelta(text=draft)
+        send, receive = anyio.create_memory_object_stream[str](len(self.drafts) + 1)
+
+        async def produce() -> None:
+            async with send:
+                for draft in self.drafts:
+                    await send.send(draft)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(produce)
+            async with receive:
+                async for draft in receive:
+                    yield StepDelta(text=draft)
         usage = StepUsage(
             input_tokens=12, output_tokens=5, forward_passes=3, mode="diffusion", model=self._name
         )

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import httpx
+import jsonschema
 import openai
 import pytest
 from server_fakes import ScriptedModel
@@ -146,9 +147,15 @@ def test_structured_output_with_json_schema(
     assert json.loads(completion.choices[0].message.content) == {"status": "shipped"}
     req = model.requests[0]
     assert req.output_schema == schema
-    assert req.action_schema["properties"]["final"]["properties"] == schema[
-        "properties"
-    ] or "final" in json.dumps(req.action_schema)
+    # The action schema admits exactly the structured answer, no text and no tool calls.
+    jsonschema.validate({"final": {"status": "shipped"}}, req.action_schema)
+    for bad in (
+        {"final": "shipped"},
+        {"final": {}},
+        {"tool_calls": [{"name": "x", "arguments": {}}]},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, req.action_schema)
 
 
 def test_tool_choice_shapes_the_action_schema(
