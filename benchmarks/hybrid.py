@@ -153,6 +153,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=len(REQUESTS))
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--no-schema", action="store_true")
+    parser.add_argument(
+        "--draft-steps",
+        type=int,
+        default=1,
+        help="denoising steps per draft (0: the config's rule)",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
 
@@ -170,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         block_length=args.block_length,
         threshold=args.threshold,
     )
-    hybrid = HybridEngine(drafter, verifier, tok, options=HybridOptions())
+    options = HybridOptions(draft_steps=args.draft_steps or None)
+    hybrid = HybridEngine(drafter, verifier, tok, options=options)
     ar = ARDecoder(verifier, tok)
     diffusion = DiffusionEngine(drafter, tok)
     schema = not args.no_schema and action_constraint(tok, config.max_new_tokens) is not None
@@ -251,7 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         f"models: {source}; {n} tool-call requests; schema constraint: {'on' if schema else 'off'};"
     )
     print(f"max_new_tokens={config.max_new_tokens}, block_length={config.block_length}, "
-          f"threshold={config.threshold}, threads={torch.get_num_threads()}")  # fmt: skip
+          f"threshold={config.threshold}, draft_steps={options.draft_steps}, "
+          f"threads={torch.get_num_threads()}")  # fmt: skip
     head = f"{'mode':<10}{'tokens':>8}{'s':>9}{'tok/s':>9}{'drafter NFE':>13}{'verifier NFE':>14}{'kept/verify':>13}{'vs AR':>8}"
     print(head)
     print("-" * len(head))
@@ -273,6 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             "max_new_tokens": config.max_new_tokens,
             "block_length": config.block_length,
             "threshold": config.threshold,
+            "draft_steps": options.draft_steps,
         },
         "machine": {"platform": platform.platform(), "threads": torch.get_num_threads()},
         "summary": rows,

@@ -71,15 +71,20 @@ def test_greedy_hybrid_equals_verifier_greedy(block_length: int) -> None:
         assert engine.generate(prompt, cfg).sequences[0] == ar.generate(prompt, cfg).sequences[0]
 
 
-def test_greedy_exact_when_drafts_are_partly_kept() -> None:
+@pytest.mark.parametrize("draft_steps", [1, None])
+def test_greedy_exact_when_drafts_are_partly_kept(draft_steps: int | None) -> None:
     drafter, verifier = agreeing_pair()
-    engine, ar = HybridEngine(drafter, verifier), ARDecoder(verifier)
-    cfg = GenerationConfig(max_new_tokens=24, block_length=6)
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(draft_steps=draft_steps))
+    ar = ARDecoder(verifier)
+    cfg = GenerationConfig(max_new_tokens=20, block_length=6)
     kept = 0
-    for prompt in random_prompts(6, 96, seed=11):
+    for prompt in random_prompts(5, 96, seed=11):
         res = engine.generate(prompt, cfg)
         assert res.sequences[0] == ar.generate(prompt, cfg).sequences[0]
-        kept += stats_of(res).accepted_tokens
+        stats = stats_of(res)
+        kept += stats.accepted_tokens
+        if draft_steps == 1:  # a one-step draft costs one drafter pass per round
+            assert stats.draft_nfe == stats.verify_nfe
     assert kept > 0  # the acceptance path (cache rollback to a kept prefix) really ran
 
 
