@@ -29,7 +29,9 @@ def sse(payload: dict[str, Any] | str) -> str:
 
 def text_prefix(draft: str) -> str | None:
     """The decoded part of a text answer in a partial action draft; None if the draft is not one."""
-    draft = draft.split(MASK, 1)[0]
+    # A block may end inside a multi-byte character: its bytes decode to U+FFFD until the
+    # next block completes it, so a trailing replacement character is held back.
+    draft = draft.split(MASK, 1)[0].rstrip("\ufffd")
     if not draft.startswith(_FINAL_TEXT_PREFIX):
         return None
     body = draft[len(_FINAL_TEXT_PREFIX) :]

@@ -22,6 +22,7 @@ from agentflow.server.streaming import ChunkWriter, text_prefix
         ('{"final":"smile \\ud83d', "smile "),  # high surrogate waits for its low half
         ('{"final":"smile \\ud83d\\ude00', "smile 😀"),
         ('{"final":"ab<|mask|><|mask|>', "ab"),
+        ('{"final":"9999\ufffd', "9999"),  # a block ended inside a multi-byte character
         ('{"tool_calls":[', None),
         ('{"final":{"a":1', None),
     ],
