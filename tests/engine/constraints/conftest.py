@@ -41,7 +41,8 @@ def tokenizer() -> Tokenizer:
 
 
 def automaton_from_regex(regex: str, tok: Tokenizer) -> TokenAutomaton:
-    """Build a TokenAutomaton from ``outlines_core.Index`` (the contract of ``automaton.py``)."""
+    """An independent TokenAutomaton straight from ``outlines_core.Index`` (the contract of
+    ``automaton.py``); other tests use it as a second implementation of the builder."""
     assert tok.end_id is not None
     by_bytes: dict[bytes, list[int]] = {}
     for tid in range(tok.vocab_size):
@@ -102,5 +103,7 @@ def automaton_from_regex(regex: str, tok: Tokenizer) -> TokenAutomaton:
 
 @pytest.fixture(scope="session")
 def build_automaton(tokenizer: Tokenizer) -> Callable[[str], TokenAutomaton]:
-    """regex → TokenAutomaton over the test tokenizer."""
-    return lambda regex: automaton_from_regex(regex, tokenizer)
+    """regex → TokenAutomaton over the test tokenizer, with the engine's builder."""
+    from agentflow.engine.constraints.index import build_token_automaton
+
+    return lambda regex: build_token_automaton(regex, tokenizer)[0]
