@@ -552,10 +552,21 @@ class _Compiler:
             candidates = schema["enum"]
             if not isinstance(candidates, list):
                 raise SchemaError("enum must be an array", keyword="enum", pointer=pointer)
-        checks = schema.get(PARTS_KEY, [schema])
+        checks: list[dict[str, Any]] = []
+        allowed_sets: list[set[Any]] = []
+        for part in schema.get(PARTS_KEY, [schema]):
+            part = {k: v for k, v in part.items() if k != PARTS_KEY}
+            rest = {k for k in part if k in KNOWN_VALIDATION or k in _STRUCTURAL}
+            if rest <= {"enum", "const"} and len(rest) == 1:
+                # A bare enum/const: membership by JSON equality, no validator (large enums).
+                values = [part["const"]] if "const" in part else list(part["enum"])
+                allowed_sets.append({canonical(v) for v in values})
+            elif rest:
+                checks.append(part)
         kept: list[str] = []
         seen: set[Any] = set()
         for value in candidates:
+            self._tick(pointer)
             try:
                 key = canonical(value)
             except TypeError as exc:
@@ -563,9 +574,8 @@ class _Compiler:
             if key in seen:
                 continue
             seen.add(key)
-            if all(
-                self.is_valid(value, {k: v for k, v in part.items() if k != PARTS_KEY})
-                for part in checks
+            if all(key in allowed for allowed in allowed_sets) and all(
+                self.is_valid(value, part) for part in checks
             ):
                 kept.append(literal(json.dumps(value, ensure_ascii=False, separators=(",", ":"))))
         return alt(kept)
