@@ -26,15 +26,16 @@ pytestmark = [pytest.mark.conformance, pytest.mark.slow]
 
 _DEFAULT = Path(__file__).resolve().parents[3] / ".." / "shared" / "conformance"
 CONFORMANCE = Path(os.environ.get("AGENTFLOW_CONFORMANCE", _DEFAULT))
-#: Per-schema limits: the whole test must stay well under two minutes.
+#: Per-schema limits that keep the whole test short (Python ``re`` compiles large regexes
+#: slowly); ``benchmarks/constraint_overhead.py`` reports coverage under the default limits.
 TIME_LIMIT_S = 2.0
-MAX_REGEX_CHARS = 60_000
+MAX_REGEX_CHARS = 20_000
 
 log = logging.getLogger(__name__)
 
 
 def _suite_cases() -> list[tuple[str, str, Any, list[tuple[Any, bool]]]]:
-    root = CONFORMANCE / "json-schema-test-suite" / "tests"
+    root = CONFORMANCE / "json-schema-test-suite" / "tests" / "draft2020-12"
     cases = []
     for path in sorted(root.glob("*.json")) + sorted(root.glob("optional/**/*.json")):
         for group in json.loads(path.read_text()):
@@ -74,7 +75,7 @@ def _run(cases: list[tuple[str, str, Any, list[tuple[Any, bool]]]]) -> dict[str,
             continue
         finally:
             # The limit is checked cooperatively; allow scheduling noise on a busy machine.
-            assert time.perf_counter() - start < TIME_LIMIT_S * 5, f"{name}: compile hung"
+            assert time.perf_counter() - start < TIME_LIMIT_S * 10, f"{name}: compile hung"
         c["compiled"] += 1
         for data, valid in tests:
             text = compact_json(data)
