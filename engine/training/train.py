@@ -298,9 +298,11 @@ def train(
 
 
 def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | None = None) -> Path:
-    """Ship a checkpoint: the ``agentflow`` folder format (fp16 weights) plus ``training.json``."""
+    """Ship a checkpoint (default ``last.pt``): the ``agentflow`` folder format (fp16) plus ``training.json``."""
     out = Path(config.out_dir)
-    checkpoint = checkpoint or (out / "best.pt" if (out / "best.pt").is_file() else out / "last.pt")
+    # The last checkpoint, not best.pt: the held-out *loss* is dominated by answer phrasings
+    # that training never saw, so it does not track tool-call accuracy.
+    checkpoint = checkpoint or out / "last.pt"
     if not checkpoint.is_file():
         raise FileNotFoundError(f"no checkpoint to export: {checkpoint}")
     state = torch.load(checkpoint, weights_only=False)

@@ -69,7 +69,7 @@ def test_three_steps_train_checkpoint_and_export(
         "model.safetensors",
         "tokenizer.json",
     }
-    state = torch.load(tmp_path / "run" / "best.pt", weights_only=False)["model"]
+    state = torch.load(tmp_path / "run" / "last.pt", weights_only=False)["model"]
     for name, tensor in loaded.model.state_dict().items():
         torch.testing.assert_close(tensor, state[name].to(torch.float16).float())
 
