@@ -159,8 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         default=1,
         help="denoising steps per draft (0: the config's rule)",
     )
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
+    if args.threads:  # on a shared machine, one thread avoids measuring thread contention
+        torch.set_num_threads(args.threads)
 
     if args.random:
         drafter, verifier, tok = random_pair(0)
