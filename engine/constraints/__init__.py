@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .actions import action_schema
 from .automaton import TokenAutomaton
+from .enforcement import Constraint, ConstraintSession, compile_constraint
 from .index import (
     AutomatonStats,
     CompiledConstraint,
@@ -17,11 +18,14 @@ __all__ = [
     "AutomatonStats",
     "CompiledConstraint",
     "CompiledSchema",
+    "Constraint",
     "ConstraintCompiler",
+    "ConstraintSession",
     "OutputValidationError",
     "TokenAutomaton",
     "action_schema",
     "build_token_automaton",
+    "compile_constraint",
     "compile_json_schema",
     "token_vocabulary",
 ]

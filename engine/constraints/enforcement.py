@@ -24,6 +24,7 @@ The same session masks autoregressive decoding (``next_token_mask``,
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -42,6 +43,9 @@ from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
 from .jump_forward import ForcedText
+
+if TYPE_CHECKING:
+    from .index import ConstraintCompiler
 
 #: Upper bound on the tokens :meth:`ConstraintSession.forced_tokens` returns at once.
 MAX_FORCED_TOKENS = 256
@@ -81,6 +85,26 @@ class Constraint:
         self.host_tables = self.tables if on_cpu else _to_cpu(self.tables)
         self.forced = ForcedText.build(self.host, tokenizer)
         self.distance = _distance_to_done(self.host_tables, automaton.done_state)
+
+    @classmethod
+    def from_schema(
+        cls,
+        schema: Any,
+        tokenizer: Tokenizer,
+        *,
+        compiler: ConstraintCompiler | None = None,
+        backend: Backend = "auto",
+        **options: Any,
+    ) -> Constraint:
+        """Compile a JSON Schema for ``tokenizer`` (through ``compiler``'s cache when given).
+
+        ``options`` go to :func:`~.schema.compile_json_schema` (``strict``, ``pretty``, ...).
+        """
+        from .index import ConstraintCompiler
+
+        compiler = compiler if compiler is not None else ConstraintCompiler(max_entries=1)
+        compiled = compiler.compile_schema(schema, tokenizer, **options)
+        return cls(compiled.automaton, tokenizer, backend=backend)
 
     @property
     def vocab_size(self) -> int:
@@ -445,3 +469,14 @@ def _distance_to_done(tables: SweepTables, done: int) -> Tensor:
             break
         dist[fresh] = d
     return dist
+
+
+def compile_constraint(
+    schema: Any,
+    tokenizer: Tokenizer,
+    *,
+    compiler: ConstraintCompiler | None = None,
+    **options: Any,
+) -> Constraint:
+    """A JSON Schema as a ready :class:`Constraint` (see :meth:`Constraint.from_schema`)."""
+    return Constraint.from_schema(schema, tokenizer, compiler=compiler, **options)
