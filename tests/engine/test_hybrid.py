@@ -275,6 +275,7 @@ def _counts(sequences: list[list[int]]) -> dict[tuple[int, ...], int]:
     return counts
 
 
+@pytest.mark.slow  # ~15 s each on an idle 2-core machine
 @pytest.mark.parametrize("constrained", [False, True])
 def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool) -> None:
     vocab, samples, prompt, budget = 10, 700, [4, 7, 5], 2
