@@ -2,70 +2,61 @@
 
 from __future__ import annotations
 
-from .autoregressive import ARDecoder, causal_forward
-from .chat_template import ChatMessage, ToolSpec, render_prompt
-from .checkpoint_formats import SUPPORTED_FORMATS
-from .checkpoints import (
-    DEFAULT_MODEL,
-    PACKAGED_MODELS,
-    LoadedModel,
-    load_checkpoint,
-    resolve_model_path,
-    save_checkpoint,
-)
-from .decode_batch import Segment
-from .errors import (
-    CheckpointError,
-    ContextLengthError,
-    EngineError,
-    InfeasibleConstraintError,
-    SchemaError,
-    TokenizerMismatchError,
-)
-from .generation import GenerationConfig, GenerationResult, GenerationStats, RowStats
-from .hf_chat_template import ChatTemplateError, HFChatTemplate, render_conversation
-from .hybrid import HybridEngine, HybridOptions
-from .hybrid_stats import HybridStats, ServedMode
-from .model import KVCache, ModelConfig, Transformer
-from .sampler import BlockOutcome, DiffusionEngine, denoise_block
-from .tokenizer import Tokenizer
+import importlib
+from typing import Any
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "PACKAGED_MODELS",
-    "SUPPORTED_FORMATS",
-    "ARDecoder",
-    "BlockOutcome",
-    "ChatMessage",
-    "ChatTemplateError",
-    "CheckpointError",
-    "ContextLengthError",
-    "DiffusionEngine",
-    "EngineError",
-    "GenerationConfig",
-    "GenerationResult",
-    "GenerationStats",
-    "HFChatTemplate",
-    "HybridEngine",
-    "HybridOptions",
-    "HybridStats",
-    "InfeasibleConstraintError",
-    "KVCache",
-    "LoadedModel",
-    "ModelConfig",
-    "RowStats",
-    "SchemaError",
-    "Segment",
-    "ServedMode",
-    "Tokenizer",
-    "TokenizerMismatchError",
-    "ToolSpec",
-    "Transformer",
-    "causal_forward",
-    "denoise_block",
-    "load_checkpoint",
-    "render_conversation",
-    "render_prompt",
-    "resolve_model_path",
-    "save_checkpoint",
-]
+# Public names, imported on first use: ``import agentflow`` must not pay for torch.
+_EXPORTS: dict[str, str] = {
+    "ARDecoder": ".autoregressive",
+    "causal_forward": ".autoregressive",
+    "ChatMessage": ".chat_template",
+    "ToolSpec": ".chat_template",
+    "render_prompt": ".chat_template",
+    "SUPPORTED_FORMATS": ".checkpoint_formats",
+    "DEFAULT_MODEL": ".checkpoints",
+    "LoadedModel": ".checkpoints",
+    "PACKAGED_MODELS": ".checkpoints",
+    "load_checkpoint": ".checkpoints",
+    "resolve_model_path": ".checkpoints",
+    "save_checkpoint": ".checkpoints",
+    "Segment": ".decode_batch",
+    "CheckpointError": ".errors",
+    "ContextLengthError": ".errors",
+    "EngineError": ".errors",
+    "InfeasibleConstraintError": ".errors",
+    "SchemaError": ".errors",
+    "TokenizerMismatchError": ".errors",
+    "GenerationConfig": ".generation",
+    "GenerationResult": ".generation",
+    "GenerationStats": ".generation",
+    "RowStats": ".generation",
+    "ChatTemplateError": ".hf_chat_template",
+    "HFChatTemplate": ".hf_chat_template",
+    "render_conversation": ".hf_chat_template",
+    "HybridEngine": ".hybrid",
+    "HybridOptions": ".hybrid",
+    "HybridStats": ".hybrid_stats",
+    "ServedMode": ".hybrid_stats",
+    "KVCache": ".model",
+    "ModelConfig": ".model",
+    "Transformer": ".model",
+    "BlockOutcome": ".sampler",
+    "DiffusionEngine": ".sampler",
+    "denoise_block": ".sampler",
+    "Tokenizer": ".tokenizer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
