@@ -12,7 +12,6 @@ Schema. With ``--json`` the output is exactly one object:
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from collections.abc import Callable
@@ -112,13 +111,8 @@ def _schema_constraint(path: Path, loaded: LoadedModel, budget: int) -> DecodeCo
         raise CLIError(f"cannot read schema file {str(path)!r}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise CLIError(f"schema file {str(path)!r} is not valid JSON: {exc.msg}") from exc
-    constraints = importlib.import_module("agentflow.engine.constraints")
-    compile_constraint = getattr(constraints, "compile_constraint", None)
-    if compile_constraint is None:
-        raise CLIError(
-            "--schema needs agentflow.engine.constraints.compile_constraint, which this"
-            " installation does not provide"
-        )
+    from agentflow.engine.constraints import compile_constraint
+
     return compile_constraint(schema, loaded.tokenizer).session(max_tokens=budget)
 
 
@@ -164,15 +158,11 @@ def _hybrid(
     constraint: DecodeConstraint | None,
     on_block: BlockCallback | None,
 ) -> GenerationResult:
-    try:
-        hybrid = importlib.import_module("agentflow.engine.hybrid")
-    except ModuleNotFoundError as exc:
-        raise CLIError(
-            "--mode hybrid is not available: agentflow.engine.hybrid is missing"
-        ) from exc
+    from agentflow.engine.hybrid import HybridEngine
+
     verifier = load_checkpoint(args.verifier)
     try:
-        engine = hybrid.HybridEngine(
+        engine = HybridEngine(
             loaded.model, verifier.model, loaded.tokenizer, verifier_tokenizer=verifier.tokenizer
         )
     except ValueError as exc:

@@ -20,18 +20,11 @@ import torch
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from agentflow.engine import constraints
 from agentflow.engine.chat_template import SPECIAL_TOKENS
 from agentflow.engine.checkpoints import save_checkpoint
 from agentflow.engine.model import ModelConfig, Transformer
 from agentflow.models.embedded import EmbeddedModel
 from agentflow.server import create_app
-
-if not hasattr(constraints, "compile_constraint"):
-    pytest.skip(
-        "agentflow.engine.constraints.compile_constraint (schema -> Constraint) is not there yet",
-        allow_module_level=True,
-    )
 
 ORDER_PARAMS: dict[str, Any] = {
     "type": "object",
