@@ -46,7 +46,10 @@ def run(args: argparse.Namespace) -> int:
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.training.evaluate import MODES, evaluate, format_table, write_report
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # The console script configures logging at WARNING before dispatching; progress lines
+    # of a long run are INFO records of the agentflow loggers, so let those through.
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("agentflow").setLevel(logging.INFO)
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:

@@ -66,6 +66,9 @@ class TrainConfig:
     tokenizer: TokenizerSettings = field(default_factory=TokenizerSettings)
     data: DataSettings = field(default_factory=DataSettings)
     optim: OptimSettings = field(default_factory=OptimSettings)
+    # A checkpoint folder (or packaged model name) whose weights start a fresh run, so a
+    # run can continue from a shipped model; ignored when the run resumes from last.pt.
+    init_from: str | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
@@ -80,6 +83,13 @@ class TrainConfig:
                     value[key] = tuple(value[key])
             return kind(**value)
 
+        unknown = sorted(
+            set(raw)
+            - {"name", "objective", "model", "out_dir", "export_dir"}
+            - {"tokenizer", "data", "optim", "init_from"}
+        )
+        if unknown:
+            raise ValueError(f"unknown top-level keys in training config: {unknown}")
         missing = [
             k for k in ("name", "objective", "model", "out_dir", "export_dir") if k not in raw
         ]
@@ -99,6 +109,7 @@ class TrainConfig:
             tokenizer=build(TokenizerSettings, raw.get("tokenizer"), "tokenizer"),
             data=build(DataSettings, raw.get("data"), "data"),
             optim=build(OptimSettings, raw.get("optim"), "optim"),
+            init_from=raw.get("init_from"),
         )
 
     @classmethod

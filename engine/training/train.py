@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from ..checkpoints import save_checkpoint
+from ..checkpoints import load_checkpoint, save_checkpoint
 from ..model import ModelConfig, Transformer
 from ..tokenizer import Tokenizer
 from .config import TrainConfig
@@ -174,6 +174,19 @@ def heldout_loss(
     return sum(losses) / max(1, len(losses))
 
 
+def init_weights_from(model: Transformer, source: str, tok: Tokenizer) -> None:
+    """Start from another checkpoint's weights (same architecture and tokenizer)."""
+    loaded = load_checkpoint(source)
+    if loaded.tokenizer.fingerprint != tok.fingerprint:
+        raise ValueError(f"init_from {source}: its tokenizer differs from the run's tokenizer")
+    theirs = loaded.model.state_dict()
+    ours = model.state_dict()
+    if theirs.keys() != ours.keys() or any(theirs[k].shape != ours[k].shape for k in ours):
+        raise ValueError(f"init_from {source}: its architecture differs from the config's model")
+    model.load_state_dict(theirs)
+    log.info("initialized weights from %s", source)
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
@@ -219,6 +232,8 @@ def train(
     )
     step, best, last_loss = 0, math.inf, math.nan
     last = out / "last.pt"
+    if config.init_from and not (resume and last.is_file()):
+        init_weights_from(model, config.init_from, tok)
     if resume and last.is_file():
         state = torch.load(last, weights_only=False)
         model.load_state_dict(state["model"])

@@ -11,8 +11,10 @@ import pytest
 import torch
 
 from agentflow.engine.checkpoints import load_checkpoint
+from agentflow.engine.model import Transformer
+from agentflow.engine.tokenizer import Tokenizer
 from agentflow.engine.training.config import TrainConfig
-from agentflow.engine.training.train import batch_order, export, lr_at, train
+from agentflow.engine.training.train import batch_order, export, init_weights_from, lr_at, train
 
 
 def _config(tmp: Path, tokenizer: Path, objective: str, out: str) -> TrainConfig:
@@ -131,6 +133,31 @@ def test_bad_configs_are_refused_with_the_problem_named(tmp_path: Path) -> None:
 
 def test_shipped_configs_parse() -> None:
     root = Path(__file__).resolve().parents[3] / "engine" / "training" / "configs"
-    for name in ("tiny-dlm.json", "tiny-ar.json"):
+    for name in ("tiny-dlm.json", "tiny-ar.json", "tiny-dlm-continue.json"):
         config = TrainConfig.load(root / name)
         assert config.model.vocab_size == config.tokenizer.vocab_size
+
+
+def test_a_run_can_start_from_a_shipped_checkpoint(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    source = _config(tmp_path, small_tokenizer_path, "diffusion", "source")
+    train(source, progress=False)
+    shipped = export(source)
+
+    follow = _config(tmp_path, small_tokenizer_path, "diffusion", "follow")
+    follow.init_from = str(shipped)
+    model = Transformer(follow.model)
+    init_weights_from(model, follow.init_from, Tokenizer.from_file(small_tokenizer_path))
+    for name, tensor in load_checkpoint(shipped).model.state_dict().items():
+        torch.testing.assert_close(model.state_dict()[name], tensor)
+    assert train(follow, progress=False, max_steps=1).steps == 1
+
+    wider = _config(tmp_path, small_tokenizer_path, "diffusion", "wider")
+    wider.model.dim = 64
+    with pytest.raises(ValueError, match="architecture differs"):
+        init_weights_from(
+            Transformer(wider.model), str(shipped), Tokenizer.from_file(small_tokenizer_path)
+        )
+    with pytest.raises(ValueError, match="top-level keys"):
+        TrainConfig.from_dict({**source.to_dict(), "init_form": "typo"})
