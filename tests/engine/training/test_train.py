@@ -133,7 +133,12 @@ def test_bad_configs_are_refused_with_the_problem_named(tmp_path: Path) -> None:
 
 def test_shipped_configs_parse() -> None:
     root = Path(__file__).resolve().parents[3] / "engine" / "training" / "configs"
-    for name in ("tiny-dlm.json", "tiny-ar.json", "tiny-dlm-continue.json"):
+    for name in (
+        "tiny-dlm.json",
+        "tiny-ar.json",
+        "tiny-dlm-continue.json",
+        "tiny-ar-continue.json",
+    ):
         config = TrainConfig.load(root / name)
         assert config.model.vocab_size == config.tokenizer.vocab_size
 
