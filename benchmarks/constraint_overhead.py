@@ -173,12 +173,13 @@ def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
     engine.generate([ids[0]], config)  # warm-up
     rows: dict[str, dict[str, float]] = {}
     for name in ("unconstrained", "constrained"):
-        seconds = tokens = nfe = forced = 0.0
+        seconds = cpu = tokens = nfe = forced = 0.0
         for p in ids:
             cons = [constraint.session(config.max_new_tokens)] if name == "constrained" else None
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             out = engine.generate([p], config, constraints=cons)
             seconds += time.perf_counter() - start
+            cpu += time.process_time() - start_cpu
             tokens += out.stats.tokens
             nfe += out.stats.nfe
             forced += out.stats.forced_tokens
@@ -186,6 +187,7 @@ def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
                 compiled.schema.validate(tok.decode(out.sequences[0], skip_special=True))
         rows[name] = {
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "tokens": tokens,
             "nfe": nfe,
             "forced_share": forced / tokens if tokens else 0.0,

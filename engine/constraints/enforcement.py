@@ -6,15 +6,18 @@ a :class:`ConstraintSession` (``constraint.session()``), which tracks the
 automaton state after the committed prefix and enforces the constraint inside
 each denoising step of a block:
 
-- sweeps: :func:`agentflow.kernels.automaton_sweep` over the block row (fixed
-  tokens and masks, entry state from the prefix, an unbounded future after it);
+- sweeps: forward and backward state sets over the block row (fixed tokens and
+  masks, entry state from the prefix, an unbounded future or the token budget
+  after it), kept by a :class:`~agentflow.kernels.automaton_sweep_host.BlockSweep`
+  that is updated incrementally as positions are committed, on host arrays (one
+  row is too little work for a kernel launch);
 - ``propose``: the model's own pick per masked position is checked first (fast
-  path); the allowed mask (:func:`agentflow.kernels.allowed_mask`) is built only
-  for positions where it fails, and :func:`agentflow.kernels.constrained_select`
+  path, one lookup); the allowed mask is built only for positions where it
+  fails, and :func:`agentflow.kernels.constrained_select`
   picks again there. The Gumbel noise is keyed by row, so a sampled token that
   passes the fast path is exactly the token the masked pick would return; its
   confidence is then the unmasked probability (a lower bound of the masked one);
-- ``commit``: positions in confidence order, one by one, re-sweeping after each;
+- ``commit``: positions in confidence order, one by one, re-sweeping (incrementally) after each;
 - ``jump_forward``: forced tokens at the leftmost mask, without a forward pass.
 
 The same session masks autoregressive decoding (``next_token_mask``,
@@ -26,18 +29,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
-from agentflow.kernels import (
-    Backend,
-    SweepTables,
-    allowed_mask,
-    automaton_sweep,
-    constrained_select,
-    pack_bits,
-    unpack_bits,
-)
+from agentflow.kernels import Backend, SweepTables, constrained_select
+from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables, pack_rows
 
 from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
@@ -79,12 +76,15 @@ class Constraint:
             automaton.next_states,
             automaton.live,
         )
-        # Per-token checks and state walks are scalar work: they read CPU copies.
+        # The in-step work on one block row is a few set operations per position:
+        # latency-bound, so it runs on host (NumPy) copies, never through a kernel launch.
         on_cpu = automaton.offsets.device.type == "cpu"
-        self.host = automaton if on_cpu else automaton.to("cpu")
-        self.host_tables = self.tables if on_cpu else _to_cpu(self.tables)
-        self.forced = ForcedText.build(self.host, tokenizer)
-        self.distance = _distance_to_done(self.host_tables, automaton.done_state)
+        self.host = HostTables.from_sweep_tables(
+            self.tables if on_cpu else _to_cpu(self.tables), automaton.done_state
+        )
+        self.forced = ForcedText.build(automaton, tokenizer)
+        #: int64 [S]: fewest tokens from each state to acceptance (``S + 1`` when unreachable).
+        self.distance = torch.from_numpy(self.host.dist)
 
     @classmethod
     def from_schema(
@@ -128,10 +128,11 @@ class ConstraintSession:
 
     def __init__(self, constraint: Constraint, max_tokens: int | None = None) -> None:
         self._c = constraint
-        self._a = constraint.host
+        self._t = constraint.host
         self._state = constraint.automaton.initial_state
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
+        self._row: BlockSweep | None = None  # the sweeps of the block being denoised
 
     # -- state --
 
@@ -143,7 +144,7 @@ class ConstraintSession:
     @property
     def done(self) -> bool:
         """True once the end token has been committed from a final state."""
-        return self._state == self._a.done_state
+        return self._state == self._c.automaton.done_state
 
     def checkpoint(self) -> tuple[int, int]:
         """The prefix state (automaton state, tokens used); pass it to :meth:`rollback`."""
@@ -152,37 +153,28 @@ class ConstraintSession:
     def rollback(self, snapshot: tuple[int, int]) -> None:
         """Restore the prefix state saved by :meth:`checkpoint`."""
         state, used = snapshot
-        if not 0 <= state < self._a.num_states or used < 0:
+        if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used = state, used
 
-    def _exit(self, after: int) -> Tensor:
-        """bool [S]: states allowed once ``after`` more tokens follow the prefix."""
-        live = self._a.live.to(torch.bool)
+    def _exit_level(self, after: int) -> int:
+        """States allowed once ``after`` more tokens follow the prefix, as a level of ``dist``."""
         if self._max_tokens is None:
-            return live
+            return self._t.num_states  # every live state: an unbounded future
         # A block running past the budget must have ended (be in DONE) by its last position.
-        left = max(self._max_tokens - self._used - after, 0)
-        return live & (self._c.distance <= left)
+        return max(self._max_tokens - self._used - after, 0)
 
     # -- sweeps --
 
-    def _sweep(self, tokens: Tensor, masked: Tensor) -> tuple[Tensor, Tensor]:
-        """bool forward/backward state sets [L + 1, S] for the block row."""
-        dev = self._c.tables.offsets.device
-        exits = None
-        if self._max_tokens is not None:
-            exits = pack_bits(self._exit(tokens.shape[0]).unsqueeze(0)).to(dev)
-        fwd, bwd = automaton_sweep(
-            tokens.to(dev, torch.int64).unsqueeze(0),
-            masked.to(dev).unsqueeze(0),
-            torch.tensor([self._state], dtype=torch.int64, device=dev),
-            self._c.tables,
-            exits,
-            backend=self._c.backend,
-        )
-        s = self._a.num_states
-        return unpack_bits(fwd[0], s).cpu(), unpack_bits(bwd[0], s).cpu()
+    def _block(self, tokens: Tensor, masked: Tensor) -> BlockSweep:
+        """The sweeps of the block row, brought up to date (incrementally when possible)."""
+        length = tokens.shape[0]
+        level = min(self._exit_level(length), self._t.num_states)
+        row = self._row
+        if row is None or (row.entry, row.exit_level, row.length) != (self._state, level, length):
+            row = self._row = BlockSweep(self._t, self._state, level)
+        row.sync(tokens.tolist(), masked.tolist())
+        return row
 
     def _check_row(self, tokens: Tensor, masked: Tensor) -> None:
         if tokens.dim() != 1 or masked.shape != tokens.shape or masked.dtype != torch.bool:
@@ -191,28 +183,15 @@ class ConstraintSession:
                 f"{masked.dtype} {tuple(masked.shape)}"
             )
 
-    def _feasible(self, fwd: Tensor, bwd: Tensor) -> None:
-        if not bool((fwd[-1] & bwd[-1]).any()):
+    def _feasible(self, row: BlockSweep) -> None:
+        if not row.feasible():
             raise InfeasibleConstraintError(
                 f"no completion of this block satisfies the constraint (prefix state {self._state})"
             )
 
-    def _allows(self, fwd: Tensor, bwd: Tensor, pos: int, token: int) -> bool:
-        """Is ``token`` allowed at masked ``pos`` given the sweeps?"""
-        if not 0 <= token < self._c.vocab_size:
-            return False
-        t = self._c.host_tables
-        lo, hi = int(t.tok_offsets[token]), int(t.tok_offsets[token + 1])
-        src, dst = t.tok_src[lo:hi].long(), t.tok_dst[lo:hi].long()
-        return bool((fwd[pos][src] & bwd[pos + 1][dst]).any())
-
-    def _masks(self, fwd: Tensor, bwd: Tensor, positions: Sequence[int]) -> Tensor:
-        """Packed allowed masks int32 [len(positions), ceil(V/32)]."""
-        idx = torch.tensor(list(positions), dtype=torch.int64)
-        dev = self._c.tables.offsets.device
-        packed_f = pack_bits(fwd[idx]).to(dev)
-        packed_b = pack_bits(bwd[idx + 1]).to(dev)
-        return allowed_mask(packed_f, packed_b, self._c.tables, backend=self._c.backend)
+    def _masks(self, row: BlockSweep, positions: Sequence[int], device: torch.device) -> Tensor:
+        """Packed allowed masks int32 [len(positions), ceil(V/32)] on ``device``."""
+        return pack_rows(np.stack([row.allowed(p) for p in positions])).to(device)
 
     def _select_allowed(
         self, rows: Tensor, allowed: Tensor, temperature: float, seed: int | None
@@ -253,27 +232,22 @@ class ConstraintSession:
         logits = self._logits(logits, tokens.shape[0])
         out_tok = tokens.clone().to(torch.int64)
         out_conf = torch.zeros(tokens.shape[0], dtype=torch.float32, device=logits.device)
-        positions = torch.nonzero(masked).flatten().tolist()
+        row = self._block(tokens, masked)
+        positions = [i for i, m in enumerate(row.masked) if m]
         if not positions:
             return out_tok, out_conf
-        fwd, bwd = self._sweep(tokens, masked)
-        self._feasible(fwd, bwd)
+        self._feasible(row)
         if seed is None and temperature > 0:
             seed = int(torch.randint(0, 2**62, (1,)).item())
         rows = logits[positions]
         tok, conf = constrained_select(rows, None, temperature, seed, backend=self._c.backend)
-        fails = [
-            k for k, pos in enumerate(positions) if not self._allows(fwd, bwd, pos, int(tok[k]))
-        ]
+        picks = tok.tolist()
+        fails = [k for k, pos in enumerate(positions) if not row.allows(pos, picks[k])]
         if fails:
             words = (self._c.vocab_size + 31) // 32
-            fail_masks = self._masks(fwd, bwd, [positions[k] for k in fails])
-            allowed = torch.full(
-                (len(positions), words), -1, dtype=torch.int32, device=fail_masks.device
-            )
-            allowed[torch.tensor(fails, device=fail_masks.device)] = fail_masks
-            allowed = allowed.to(rows.device)
-            tok, conf = self._select_allowed(rows, allowed, temperature, seed)
+            allowed = torch.full((len(positions), words), -1, dtype=torch.int32)
+            allowed[fails] = self._masks(row, [positions[k] for k in fails], allowed.device)
+            tok, conf = self._select_allowed(rows, allowed.to(rows.device), temperature, seed)
         idx = torch.tensor(positions, dtype=torch.int64, device=out_tok.device)
         out_tok[idx] = tok.to(out_tok.device)
         out_conf[idx.to(out_conf.device)] = conf
@@ -290,30 +264,34 @@ class ConstraintSession:
         temperature: float = 0.0,
         seed: int | None = None,
     ) -> list[int]:
-        """Commit proposals at ``order`` one by one, re-sweeping after each; return committed positions."""
+        """Commit proposals at ``order`` one by one, re-sweeping after each; return committed positions.
+
+        The re-sweep after a commit is incremental (:meth:`BlockSweep.sync`).
+        """
         self._check_row(tokens, masked)
         length = tokens.shape[0]
         for pos in order:
             if not 0 <= pos < length or not bool(masked[pos]):
                 raise ValueError(f"position {pos} is not a masked position of this block")
         committed: list[int] = []
-        fwd, bwd = self._sweep(tokens, masked)
-        self._feasible(fwd, bwd)
+        row = self._block(tokens, masked)
+        self._feasible(row)
+        picks = proposal.tolist()
         for pos in order:
-            token = int(proposal[pos])
-            if not self._allows(fwd, bwd, pos, token):
+            if committed:
+                row = self._block(tokens, masked)
+            token = int(picks[pos])
+            if not row.allows(pos, token):
                 continue
             tokens[pos] = token
             masked[pos] = False
             committed.append(pos)
-            if pos != order[-1]:
-                fwd, bwd = self._sweep(tokens, masked)
         if committed or not order:
             return committed
         # Every proposal was invalidated: pick again at the most confident position.
         pos = order[0]
         rows = self._logits(logits, length)[pos : pos + 1]
-        allowed = self._masks(fwd, bwd, [pos]).to(rows.device)
+        allowed = self._masks(row, [pos], rows.device)
         tok, _ = self._select_allowed(rows, allowed, temperature, seed)
         token = int(tok[0])
         if token < 0:
@@ -326,83 +304,79 @@ class ConstraintSession:
         """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""
         self._check_row(tokens, masked)
         filled = 0
-        while bool(masked.any()):
-            start = int(torch.nonzero(masked)[0])
-            fwd, bwd = self._sweep(tokens, masked)
-            self._feasible(fwd, bwd)
-            states = torch.nonzero(fwd[start] & bwd[start]).flatten()
-            if states.numel() != 1:
+        while True:
+            row = self._block(tokens, masked)
+            if True not in row.masked:
                 break
-            run = self._forced_run(int(states[0]), start, tokens, masked, bwd)
+            self._feasible(row)
+            start = row.masked.index(True)
+            # The prefix is deterministic: at most one state reaches the leftmost mask.
+            states = row.viable(start)
+            if states.size != 1:
+                break
+            room = 0
+            while start + room < row.length and row.masked[start + room]:
+                room += 1
+            after = row.backward[start + 1 : start + room + 1]
+            run = self._forced_from(int(states[0]), room, after.__getitem__)
             if not run:
                 break
-            for k, token in enumerate(run):
-                tokens[start + k] = token
-                masked[start + k] = False
+            tokens[start : start + len(run)] = torch.tensor(run, dtype=tokens.dtype)
+            masked[start : start + len(run)] = False
             filled += len(run)
         return filled
 
-    def _forced_run(
-        self, state: int, start: int, tokens: Tensor, masked: Tensor, bwd: Tensor
-    ) -> list[int]:
-        """Forced tokens from ``state`` at ``start`` that fit the masks and keep the block feasible."""
-        length = tokens.shape[0]
-        room = 0
-        while start + room < length and bool(masked[start + room]):
-            room += 1
-        return self._forced_from(state, room, lambda k: bwd[start + k + 1])
-
-    def _single_token(self, state: int, ok: Tensor) -> tuple[int, int] | None:
+    def _single_token(self, state: int, ok: np.ndarray) -> tuple[int, int] | None:
         """(token, next state) when exactly one token leads from ``state`` into ``ok``."""
-        a = self._a
-        lo, hi = int(a.offsets[state]), int(a.offsets[state + 1])
-        viable = torch.nonzero(ok[a.next_states[lo:hi].long()]).flatten()
-        if viable.numel() != 1:
+        t = self._t
+        lo, hi = int(t.offsets[state]), int(t.offsets[state + 1])
+        viable = np.flatnonzero(ok[t.next_states[lo:hi]])
+        if viable.size != 1:
             return None
         k = lo + int(viable[0])
-        return int(a.tokens[k]), int(a.next_states[k])
+        return int(t.tokens[k]), int(t.next_states[k])
 
     def _forced_from(
         self,
         state: int,
         room: int,
-        allowed_after: Callable[[int], Tensor],
+        allowed_after: Callable[[int], np.ndarray],
         *,
         stop_at_end: bool = False,
     ) -> list[int]:
         """Up to ``room`` forced tokens from ``state``.
 
         ``allowed_after(k)`` is the bool [S] set the state after the k-th token
-        must belong to (the backward sweep, or ``live`` for an unbounded future).
+        must belong to (the backward sweep, or the exit level for AR decoding).
         """
-        a, forced = self._a, self._c.forced
-        live = a.live.to(torch.bool)
+        t, forced = self._t, self._c.forced
+        done = self._c.automaton.done_state
         run: list[int] = []
         while len(run) < room:
             single = self._single_token(state, allowed_after(len(run)))
             if single is not None:  # e.g. the end token after DONE
                 run.append(single[0])
                 state = single[1]
-                if stop_at_end and state == a.done_state:
+                if stop_at_end and state == done:
                     break
                 continue
-            ids = forced.tokenize(forced.forced_bytes(state, live))
+            ids = forced.tokenize(forced.forced_bytes(state, t.live))
             steps: list[tuple[int, int]] = []  # (state before, token)
             cur = state
             for tid in ids[: room - len(run)]:
-                nxt = a.step(cur, tid)
-                if nxt < 0 or not bool(allowed_after(len(run) + len(steps))[nxt]):
+                nxt = t.step(cur, tid)
+                if nxt < 0 or not allowed_after(len(run) + len(steps))[nxt]:
                     break
                 steps.append((cur, tid))
                 cur = nxt
             if (
                 steps
                 and len(steps) == len(ids)
-                and not bool(a.final[cur])
+                and not forced.final[cur]
                 and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
             ):
                 steps.pop()  # leave the boundary token to the model: a longer token may fit
-                cur = a.step(*steps[-1]) if steps else state
+                cur = t.step(*steps[-1]) if steps else state
             if not steps:
                 break
             run.extend(tid for _, tid in steps)
@@ -419,29 +393,31 @@ class ConstraintSession:
 
     def next_token_mask(self) -> Tensor:
         """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
-        s = self._a.num_states
-        fwd = torch.zeros(1, s, dtype=torch.bool)
-        fwd[0, self._state] = True
-        bwd = self._exit(1).unsqueeze(0)
-        dev = self._c.tables.offsets.device
-        return allowed_mask(
-            pack_bits(fwd).to(dev), pack_bits(bwd).to(dev), self._c.tables, backend=self._c.backend
-        )[0]
+        t = self._t
+        lo, hi = int(t.offsets[self._state]), int(t.offsets[self._state + 1])
+        ok = t.level(self._exit_level(1))[t.next_states[lo:hi]]
+        bits = np.zeros((1, t.vocab_size), dtype=bool)
+        bits[0, t.tokens[lo:hi][ok]] = True
+        return pack_rows(bits)[0].to(self._c.tables.offsets.device)
 
     def forced_tokens(self) -> list[int]:
         """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""
         if self.done:
             return []
         return self._forced_from(
-            self._state, MAX_FORCED_TOKENS, lambda k: self._exit(k + 1), stop_at_end=True
+            self._state,
+            MAX_FORCED_TOKENS,
+            lambda k: self._t.level(self._exit_level(k + 1)),
+            stop_at_end=True,
         )
 
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
+        t = self._t
         state = self._state
         for pos, token in enumerate(token_ids):
-            nxt = self._a.step(state, int(token)) if 0 <= int(token) < self._a.vocab_size else -1
-            if nxt < 0 or not bool(self._a.live[nxt]):
+            nxt = t.step(state, int(token)) if 0 <= int(token) < t.vocab_size else -1
+            if nxt < 0 or not t.live[nxt]:
                 raise InfeasibleConstraintError(
                     f"token {int(token)} at offset {pos} is not allowed in automaton state {state}"
                 )
@@ -453,22 +429,6 @@ class ConstraintSession:
 def _to_cpu(tables: SweepTables) -> SweepTables:
     moved = {k: (v.cpu() if isinstance(v, Tensor) else v) for k, v in tables.__dict__.items()}
     return SweepTables(**moved)
-
-
-def _distance_to_done(tables: SweepTables, done: int) -> Tensor:
-    """int64 [S]: fewest tokens from each state to ``done`` (a large number when unreachable)."""
-    s = tables.num_states
-    unreachable = s + 1
-    dist = torch.full((s,), unreachable, dtype=torch.int64)
-    dist[done] = 0
-    src, dst = tables.succ_src.cpu(), tables.succ_dst.cpu()
-    for d in range(1, s + 1):
-        reach = src[dist[dst] == d - 1]
-        fresh = reach[dist[reach] == unreachable]
-        if fresh.numel() == 0:
-            break
-        dist[fresh] = d
-    return dist
 
 
 def compile_constraint(

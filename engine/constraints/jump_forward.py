@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-from torch import Tensor
+import numpy as np
 
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
@@ -45,9 +44,15 @@ class ForcedText:
     tokenizer: Tokenizer
     #: Bytes of every token id (``b""`` for special tokens).
     token_bytes: tuple[bytes, ...]
-    #: int32 [S, 256]: the state after the single-byte token for byte b, -1 if none;
+    #: int64 [S, 256]: the state after the single-byte token for byte b, -1 if none;
     #: ``None`` when the vocabulary is not byte-complete.
-    byte_next: Tensor | None
+    byte_next: np.ndarray | None
+    #: bool [S]: final states (host copy).
+    final: np.ndarray
+    #: State-major transition lists (host copies of the automaton's).
+    offsets: np.ndarray
+    tokens: np.ndarray
+    next_states: np.ndarray
 
     @classmethod
     def build(cls, automaton: TokenAutomaton, tokenizer: Tokenizer) -> ForcedText:
@@ -58,7 +63,11 @@ class ForcedText:
             b"" if tid in special or tid >= tokenizer.vocab_size else tokenizer.token_bytes(tid)
             for tid in range(v)
         )
-        byte_of = torch.full((v,), -1, dtype=torch.int64)
+        offsets = automaton.offsets.cpu().numpy().astype(np.int64)
+        tokens = automaton.tokens.cpu().numpy().astype(np.int64)
+        next_states = automaton.next_states.cpu().numpy().astype(np.int64)
+        final = automaton.final.cpu().numpy().astype(bool)
+        byte_of = np.full(v, -1, dtype=np.int64)
         seen: set[int] = set()
         single: set[int] = set()
         for tid, data in enumerate(token_bytes):
@@ -66,29 +75,27 @@ class ForcedText:
             if len(data) == 1 and data[0] not in single:
                 single.add(data[0])
                 byte_of[tid] = data[0]
-        if not seen <= single:
-            return cls(automaton, tokenizer, token_bytes, None)
-        s = automaton.num_states
-        offsets = automaton.offsets.cpu()
-        src = torch.repeat_interleave(torch.arange(s), offsets[1:] - offsets[:-1])
-        byte = byte_of[automaton.tokens.cpu().long()]
-        keep = byte >= 0
-        byte_next = torch.full((s, 256), -1, dtype=torch.int32)
-        byte_next[src[keep], byte[keep]] = automaton.next_states.cpu()[keep]
-        return cls(automaton, tokenizer, token_bytes, byte_next)
+        byte_next = None
+        if seen <= single:
+            s = automaton.num_states
+            src = np.repeat(np.arange(s, dtype=np.int64), np.diff(offsets))
+            byte = byte_of[tokens]
+            keep = byte >= 0
+            byte_next = np.full((s, 256), -1, dtype=np.int64)
+            byte_next[src[keep], byte[keep]] = next_states[keep]
+        return cls(
+            automaton, tokenizer, token_bytes, byte_next, final, offsets, tokens, next_states
+        )
 
-    def forced_bytes(self, state: int, live: Tensor, limit: int = MAX_FORCED_BYTES) -> bytes:
+    def forced_bytes(self, state: int, live: np.ndarray, limit: int = MAX_FORCED_BYTES) -> bytes:
         """The bytes every accepted continuation from ``state`` starts with (within ``live`` states)."""
         if self.byte_next is None:
             return b""
         out = bytearray()
-        final = self.automaton.final.cpu()
-        live = live.cpu()
-        while len(out) < limit and not bool(final[state]):
+        while len(out) < limit and not self.final[state]:
             nxt = self.byte_next[state]
-            ok = (nxt >= 0) & live[nxt.clamp(min=0).long()]
-            choices = torch.nonzero(ok).flatten()
-            if choices.numel() != 1:
+            choices = np.flatnonzero((nxt >= 0) & live[np.maximum(nxt, 0)])
+            if choices.size != 1:
                 break
             byte = int(choices[0])
             out.append(byte)
@@ -111,17 +118,16 @@ class ForcedText:
             pos += len(piece)
         return out
 
-    def may_merge(self, state: int, token: int, allowed_next: Tensor) -> bool:
+    def may_merge(self, state: int, token: int, allowed_next: np.ndarray) -> bool:
         """True if a token allowed at ``state`` extends ``token``'s bytes (the model may prefer it).
 
         ``allowed_next`` is a bool [S] set of acceptable next states.
         """
-        lo, hi = int(self.automaton.offsets[state]), int(self.automaton.offsets[state + 1])
+        lo, hi = int(self.offsets[state]), int(self.offsets[state + 1])
         piece = self.token_bytes[token]
-        toks = self.automaton.tokens[lo:hi].tolist()
-        nexts = self.automaton.next_states[lo:hi].tolist()
-        for tid, nxt in zip(toks, nexts, strict=True):
+        ok = allowed_next[self.next_states[lo:hi]]
+        for tid in self.tokens[lo:hi][ok].tolist():
             data = self.token_bytes[tid]
-            if len(data) > len(piece) and data.startswith(piece) and bool(allowed_next[nxt]):
+            if len(data) > len(piece) and data.startswith(piece):
                 return True
         return False

@@ -120,7 +120,7 @@ def test_budget_forces_completion_in_time(
 def test_fast_path_keeps_the_models_allowed_pick(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import agentflow.engine.constraints.enforcement as enforcement
+    from agentflow.kernels.automaton_sweep_host import BlockSweep
 
     session = constrain(TEXT_FIELD).session()
     tokens, masked = _masks(tokenizer, 1)
@@ -128,20 +128,20 @@ def test_fast_path_keeps_the_models_allowed_pick(
     logits = torch.zeros(1, tokenizer.vocab_size)
     logits[0, first] = 5.0
     calls: list[int] = []
-    real = enforcement.allowed_mask
+    real = BlockSweep.allowed
 
-    def counting(fwd: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
-        calls.append(fwd.shape[0])
-        return real(fwd, *args, **kwargs)  # type: ignore[arg-type]
+    def counting(self: BlockSweep, pos: int) -> object:
+        calls.append(pos)
+        return real(self, pos)
 
-    monkeypatch.setattr(enforcement, "allowed_mask", counting)
+    monkeypatch.setattr(BlockSweep, "allowed", counting)
     prop, conf = session.propose(tokens, masked, logits)
     assert int(prop[0]) == first
     assert calls == []  # the model's own pick was allowed: no mask was built
     assert float(conf[0]) == pytest.approx(float(torch.softmax(logits[0], 0)[first]))
     logits[0, first] = -5.0  # now the argmax is forbidden: a mask is built for that row
     prop, conf = session.propose(tokens, masked, logits)
-    assert calls == [1]
+    assert calls == [0]
     assert tokenizer.decode([int(prop[0])]) in ("{", '{"')
     assert 0 < float(conf[0]) <= 1
 
