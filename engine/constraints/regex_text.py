@@ -193,3 +193,64 @@ def repeat(r: str | None, lo: int, hi: int | None) -> str | None:
 def join(parts: Sequence[str]) -> str:
     """Plain concatenation of non-empty regexes."""
     return "".join(parts)
+
+
+_QUANTIFIERS = "?*+{"
+#: Deepest nesting Rust ``regex-syntax`` (inside outlines-core) accepts.
+MAX_SYNTAX_DEPTH = 250
+
+
+def syntax_depth(regex: str) -> int:
+    """An upper estimate of how deep Rust ``regex-syntax`` sees ``regex`` nested.
+
+    Its parser refuses nesting deeper than 250, where a group, an alternation, a
+    concatenation, a repetition and a bracketed class each count one level.
+    """
+    # Per open group: [deepest child, has "|", some branch with 2+ items, items in branch].
+    stack: list[list[int]] = [[0, 0, 0, 0]]
+    i, n = 0, len(regex)
+
+    def add(depth: int) -> None:
+        nonlocal i
+        if i < n and regex[i] in _QUANTIFIERS:
+            depth += 1
+            if regex[i] == "{":
+                i = regex.index("}", i)
+            i += 1
+            if i < n and regex[i] == "?":
+                i += 1
+        top = stack[-1]
+        top[0] = max(top[0], depth)
+        top[3] += 1
+        if top[3] > 1:
+            top[2] = 1
+
+    while i < n:
+        ch = regex[i]
+        if ch == "\\":
+            i += {"x": 4, "u": 6, "U": 10}.get(regex[i + 1], 2) if i + 1 < n else 1
+            add(0)
+        elif ch == "[":
+            i += 1
+            if i < n and regex[i] == "^":
+                i += 1
+            while i < n and regex[i] != "]":
+                i += 2 if regex[i] == "\\" else 1
+            i += 1
+            add(3)
+        elif ch == "(":
+            i += 3 if regex.startswith("(?:", i) else 1
+            stack.append([0, 0, 0, 0])
+        elif ch == ")":
+            child, has_alt, multi, _ = stack.pop() if len(stack) > 1 else [0, 0, 0, 0]
+            i += 1
+            add(1 + child + has_alt + multi)
+        elif ch == "|":
+            stack[-1][1] = 1
+            stack[-1][3] = 0
+            i += 1
+        else:
+            i += 1
+            add(0)
+    child, has_alt, multi, _ = stack[0]
+    return child + has_alt + multi

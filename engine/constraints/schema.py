@@ -32,7 +32,8 @@ from ..errors import EngineError, SchemaError
 from .ecma_pattern import PatternError, encoded_unit, translate_pattern
 from .json_values import canonical, json_type
 from .numeric_ranges import Bound, any_number, integer_range, number_range
-from .regex_text import alt, literal, optional, repeat, seq
+from .object_members import ordered_members
+from .regex_text import MAX_SYNTAX_DEPTH, alt, literal, optional, repeat, seq, syntax_depth
 from .schema_facts import Facts, excludes, flat_facts, union_facts
 from .schema_keywords import (
     ARRAY_KEYWORDS,
@@ -51,15 +52,11 @@ logger = logging.getLogger(__name__)
 _STRUCTURAL = {"$ref", "allOf", "anyOf", "oneOf"}
 _QUOTE = "\\x22"
 #: Any single character of a JSON string's content, escapes included (never a lone surrogate).
-_ANY_UNIT = alt(
-    [
-        encoded_unit([(0x20, 0x10FFFF)]),
-        "\\x5c(?:[\\x22\\x5c\\x2fbfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))",
-    ]
+#: (The raw class already excludes ``"`` and ``\\``; their escapes are in the escape branch.)
+_ANY_UNIT = (
+    "(?:[^\\x00-\\x1f\\x22\\x5c]|\\x5c(?:[\\x22\\x5c\\x2fbfnrt]"
+    "|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2})))"
 )
-#: Regex size an object's optional members may spend on "which one comes first".
-_OBJECT_REGEX_BUDGET = 60_000
-_MIN_FIRST_CHOICES = 3
 #: Characters of an undeclared key: no escapes, so the key's text is its decoded value.
 _KEY_CHAR_RANGES = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]
 
@@ -158,6 +155,12 @@ def compile_json_schema(
         raise SchemaError("schema is unsatisfiable (no JSON value can be valid)", pointer="")
     if len(regex) > max_regex_chars:
         raise SchemaError(f"compiled regex exceeds {max_regex_chars} characters", pointer="")
+    if syntax_depth(regex) > MAX_SYNTAX_DEPTH:
+        # outlines-core's regex parser would refuse it; say so before it is indexed.
+        raise SchemaError(
+            f"compiled regex nests deeper than {MAX_SYNTAX_DEPTH} levels (schema too deep)",
+            pointer="",
+        )
     return CompiledSchema(
         schema=schema,
         regex=regex,
@@ -842,41 +845,7 @@ class _Compiler:
             self.refuse("maxProperties", pointer, "fewer properties than may be written")
         comma = f"{ws}\\x2c{ws}"
 
-        memo: dict[tuple[int, bool], str | None] = {}
-        total = sum(len(e) for _, e, _ in entries) or 1
-        first_choices = max(_MIN_FIRST_CHOICES, _OBJECT_REGEX_BUDGET // total)
-
-        def tail(i: int, first: bool) -> str | None:
-            """Declared members from entry i on; ``first``: nothing written yet.
-
-            With ``first`` the result is non-empty (the empty object is added by the caller),
-            so the undeclared members can follow with one shared copy of their regex.
-            """
-            if (i, first) in memo:
-                return memo[(i, first)]
-            self._tick(pointer)
-            out: str | None
-            if i == len(entries):
-                out = None if first else ""
-            else:
-                _, entry, is_required = entries[i]
-                if not first:
-                    rest = tail(i + 1, False)
-                    member = seq(comma, entry)
-                    out = seq(member if is_required else optional(member), rest)
-                elif is_required:
-                    out = seq(entry, tail(i + 1, False))
-                elif i < first_choices:
-                    out = alt([seq(entry, tail(i + 1, False)), tail(i + 1, True)])
-                else:
-                    # Bounded choice of the first member keeps the regex quadratic only in
-                    # ``first_choices``: past it, the first member is the next required one.
-                    later = [j for j in range(i, len(entries)) if entries[j][2]]
-                    out = tail(later[0], True) if later else None
-            memo[(i, first)] = out
-            return out
-
-        declared = tail(0, True)
+        declared = ordered_members([(e, r) for _, e, r in entries], comma)
         can_be_empty = not any(r for _, _, r in entries)
         parts: list[str | None] = []
         if extra is None:
