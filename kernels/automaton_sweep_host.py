@@ -126,7 +126,7 @@ class HostTables:
     def steps(self, states: np.ndarray, token: int) -> np.ndarray:
         """δ(q, token) for each of ``states`` (-1 where there is no transition)."""
         if self.table is not None:
-            return self.table[states, token].astype(np.int64)
+            return self.table[states, token]
         edges, owner = _ranges(self.offsets, states)
         out = np.full(self.num_states, -1, dtype=np.int64)
         hit = self.tokens[edges] == token
@@ -147,17 +147,16 @@ class HostTables:
         return np.flatnonzero(out)
 
     def backward(self, states: np.ndarray, token: int | None, after: np.ndarray) -> np.ndarray:
-        """bool [S]: those of ``states`` from which one position leads into ``after``."""
-        out = np.zeros(self.num_states, dtype=bool)
+        """Sorted ``states`` from which one position leads into ``after`` (bool [S])."""
         if token is None:
             edges, owner = _ranges(self.succ_offsets, states)
+            out = np.zeros(self.num_states, dtype=bool)
             out[owner[after[self.succ_dst[edges]]]] = True
-        else:
-            nxt = self.steps(states, token)
-            ok = nxt >= 0
-            ok[ok] = after[nxt[ok]]
-            out[states[ok]] = True
-        return out
+            return states[out[states]]
+        nxt = self.steps(states, token)
+        ok = nxt >= 0
+        ok[ok] = after[nxt[ok]]
+        return states[ok]
 
     def allows(self, states: np.ndarray, after: np.ndarray, token: int) -> bool:
         """Does ``token`` lead from one of ``states`` into ``after``?"""
@@ -195,6 +194,7 @@ class BlockSweep:
         self.masked: list[bool] = []
         self.forward: list[np.ndarray] = []
         self.backward: list[np.ndarray] = []
+        self._viable: list[np.ndarray] = []
         self._levels: list[int | None] = []
         #: How many full sweeps and incremental updates this row needed (for stats and tests).
         self.full_sweeps = 0
@@ -230,6 +230,7 @@ class BlockSweep:
         for i in range(length):
             self.forward.append(t.forward(self.forward[-1], self._token(i)))
         self.backward = [np.empty(0, dtype=bool)] * (length + 1)
+        self._viable = [np.empty(0, dtype=np.int64)] * (length + 1)
         self._levels = [None] * (length + 1)
         self._back(length)
         for i in range(length - 1, -1, -1):
@@ -247,11 +248,12 @@ class BlockSweep:
             level = min(above + 1, t.num_states) if self.masked[i] and above is not None else None
         self._levels[i] = level
         if level is None:
-            self.backward[i] = t.backward(states, self._token(i), self.backward[i + 1])
+            viable = t.backward(states, self._token(i), self.backward[i + 1])
         else:  # through masks, a level's predecessors are the next level
-            out = np.zeros(t.num_states, dtype=bool)
-            out[states[t.live[states] & (t.dist[states] <= level)]] = True
-            self.backward[i] = out
+            viable = states[t.live[states] & (t.dist[states] <= level)]
+        out = np.zeros(t.num_states, dtype=bool)
+        out[viable] = True
+        self._viable[i], self.backward[i] = viable, out
 
     def _update(self, lo: int, hi: int) -> None:
         """Positions ``lo .. hi`` (some of them) went from masked to fixed."""
@@ -264,9 +266,9 @@ class BlockSweep:
             self.forward[i + 1] = new
             last = i + 1
         for i in range(last, -1, -1):
-            old = self.backward[i]
+            old = self._viable[i]
             self._back(i)
-            if i < lo and np.array_equal(old, self.backward[i]):
+            if i < lo and np.array_equal(old, self._viable[i]):
                 break
         self.updates += 1
 
@@ -279,11 +281,11 @@ class BlockSweep:
 
     def feasible(self) -> bool:
         """Some completion of the row's masks is accepted."""
-        return bool(self.backward[0].any())
+        return self._viable[0].size > 0
 
     def viable(self, i: int) -> np.ndarray:
         """Sorted states reachable at ``i`` from which the row can still be completed."""
-        return np.flatnonzero(self.backward[i])
+        return self._viable[i]
 
     def allows(self, pos: int, token: int) -> bool:
         """Is ``token`` allowed at masked position ``pos``?"""
