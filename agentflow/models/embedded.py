@@ -72,11 +72,16 @@ def _generation_fields() -> set[str]:
     return {f.name for f in fields(GenerationConfig)}
 
 
+_PACKAGED_DRAFTER = "agentflow-tiny-dlm"
+_PACKAGED_VERIFIER = "agentflow-tiny-ar"
+
+
 class EmbeddedModel:
     """The embedded diffusion model (default ``agentflow-tiny-dlm``) behind the :class:`Model` protocol.
 
     ``model``: a packaged model name or a checkpoint folder. ``verifier``: an
-    autoregressive checkpoint for ``mode="ar"``, ``"hybrid"`` and ``"auto"``.
+    autoregressive checkpoint for ``mode="ar"``, ``"hybrid"`` and ``"auto"``
+    (with the packaged drafter, the packaged ``agentflow-tiny-ar`` by default).
     ``generation``: default decoding knobs (:class:`GenerationConfig`); a step's
     ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
     """
@@ -130,6 +135,14 @@ class EmbeddedModel:
                 self._verifier = load_checkpoint(self.verifier_path, device=self.device)
             self._loaded = loaded
 
+    def _load_default_verifier(self) -> None:
+        """The packaged drafter comes with the packaged verifier: load it on first need."""
+        with self._load_lock:
+            if self._verifier is None and str(self.model_path) == _PACKAGED_DRAFTER:
+                from agentflow.engine.checkpoints import load_checkpoint
+
+                self._verifier = load_checkpoint(_PACKAGED_VERIFIER, device=self.device)
+
     @property
     def tokenizer(self) -> Any:
         self.load()
@@ -147,6 +160,8 @@ class EmbeddedModel:
         elif mode == "ar" or (mode == "diffusion" and causal):
             from agentflow.engine.autoregressive import ARDecoder
 
+            if not causal:
+                self._load_default_verifier()
             source = self._verifier if self._verifier is not None else loaded
             if source.config.attention == "bidirectional":
                 raise ValueError(
@@ -154,6 +169,7 @@ class EmbeddedModel:
                 )
             engine = ARDecoder(source.model, source.tokenizer)
         else:  # hybrid / auto
+            self._load_default_verifier()
             if self._verifier is None:
                 raise ValueError(
                     f"mode {mode!r} needs an autoregressive verifier: EmbeddedModel(verifier=...) or HybridModel()"

@@ -195,3 +195,12 @@ def test_bad_modes_are_rejected(dlm_path: Path) -> None:
     agent = Agent("a", model=model)
     with pytest.raises(ValueError, match="needs an autoregressive verifier"):
         anyio.run(model.step, request(agent))
+
+
+@pytest.mark.anyio
+async def test_the_packaged_drafter_brings_the_packaged_verifier() -> None:
+    model = EmbeddedModel(mode="hybrid", generation=GenerationConfig(max_new_tokens=16))
+    req = request(support_agent(model))
+    response = await model.step(req)
+    assert_valid(response.text, req.action_schema)
+    assert response.usage.mode == "hybrid"
