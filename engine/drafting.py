@@ -20,12 +20,15 @@ Two kinds of draft:
   (:func:`~agentflow.engine.sampler.denoise_block`) under the constraint's
   in-step enforcement. Used for greedy hybrid decoding and for the diffusion
   pass of ``mode="auto"``.
-- :meth:`Drafter.sample_parallel` — for sampled hybrid decoding: one forward
-  pass over the masked block, then each position is drawn from that pass's
-  distribution, left to right under the constraint's mask at the prefix the
-  draft has so far. Each draft token is then drawn from a distribution ``q``
-  known exactly given everything before it, which the speculative-sampling
-  rule needs to be exact (see ``docs/hybrid.md``).
+- :meth:`Drafter.parallel` — one forward pass over the masked block, then a
+  walk left to right under the constraint: each position takes the masked
+  argmax (greedy) or is drawn from that pass's distribution (sampling), and the
+  constraint's forced tokens follow it without a pass of their own. A sampled
+  draft token is then drawn from a distribution ``q`` known exactly given
+  everything before it, which the speculative-sampling rule needs to be exact
+  (see ``docs/hybrid.md``). The walk keeps each position's allowed mask and
+  the forced run after each token, so the verifier, walking the same prefix,
+  does not ask the constraint again.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from .decode_batch import Segment, left_pad
 from .generation import GenerationConfig
 from .model import KVCache, Transformer
 from .sampler import denoise_block
-from .speculative import sample, target_probs
+from .speculative import greedy_pick, sample, target_probs
 
 
 @dataclass
@@ -50,8 +53,11 @@ class Draft:
     tokens: list[int]
     #: Per token, the distribution it was drawn from; None where it was deterministic.
     probs: list[Tensor | None]
-    #: Allowed-token masks at the prefix before token ``j`` (sampled drafts only).
+    #: Allowed-token masks at the prefix before token ``j`` (one-pass drafts only).
     masks: dict[int, Tensor] = field(default_factory=dict)
+    #: The constraint's whole forced run after token ``j`` (one-pass drafts only; the
+    #: draft itself may hold fewer of them when it ends first).
+    forced_after: dict[int, list[int]] = field(default_factory=dict)
     #: Drafter forward passes spent on this draft.
     nfe: int = 0
     #: Lowest confidence of a token the model committed (forced ones excluded); 1.0 if none.
@@ -76,7 +82,8 @@ def cut_after_end(tokens: list[int], end_id: int | None) -> list[int]:
 class Drafter:
     """One request's diffusion drafter: cache, pending clean tokens, next position."""
 
-    def __init__(self, model: Transformer, prompt: list[int]) -> None:
+    def __init__(self, model: Transformer, prompt: list[int], capacity: int = 0) -> None:
+        """``capacity``: cache positions to allocate up front (it grows when exceeded)."""
         cfg = model.config
         if cfg.mask_token_id is None:
             raise ValueError(
@@ -95,13 +102,15 @@ class Drafter:
         if self.bidirectional:
             seg.block_ids.zero_()
         self.pending = seg
-        self.history = seg
+        # Only a bidirectional drafter re-reads its whole history at each draft.
+        self.history = seg if self.bidirectional else None
         self.position = len(prompt)
-        self.cache = KVCache(
-            cfg, 1, len(prompt) + 2 * cfg.block_length + 8, device=dev, dtype=dtype
-        )
+        size = max(capacity, len(prompt) + 2 * cfg.block_length + 8)
+        self.cache = KVCache(cfg, 1, size, device=dev, dtype=dtype)
         self._carry = seg
         self._cache_len = 0
+        #: Drafts made so far (the first one also prefills the cache).
+        self.drafts = 0
 
     @property
     def device(self) -> torch.device:
@@ -122,7 +131,8 @@ class Drafter:
         )
 
     def _start(self, length: int) -> None:
-        if self.bidirectional:
+        self.drafts += 1
+        if self.history is not None:
             self.cache.truncate(0)
             self.pending = self.history
         grow_cache(self.cache, self.cache.length + self.pending.length + length)
@@ -147,7 +157,8 @@ class Drafter:
         )
         self.pending = self._carry.cat(seg)
         self._carry = self.pending
-        self.history = self.history.cat(seg)
+        if self.history is not None:
+            self.history = self.history.cat(seg)
         self.position += n
 
     def denoise(
@@ -216,7 +227,7 @@ class Drafter:
             out[:, cfg.mask_token_id] = float("-inf")
         return out
 
-    def sample_parallel(
+    def parallel(
         self,
         length: int,
         constraint: DecodeConstraint | None,
@@ -224,45 +235,55 @@ class Drafter:
         generator: torch.Generator | None,
         budget_left: int,
     ) -> Draft:
-        """A sampled block from one forward pass, drawn left to right under the constraint.
+        """A block from one forward pass, picked left to right under the constraint.
 
-        After each drawn token the constraint's forced tokens follow (deterministic, as
-        in autoregressive decoding); the constraint is restored before returning.
+        Greedy (``temperature == 0``): each position's masked argmax. Sampling: each
+        position drawn from that pass's distribution; ``probs`` holds it. After each
+        picked token the constraint's forced tokens follow (deterministic, as in
+        autoregressive decoding); the constraint is restored before returning.
         """
         logits = self._block_logits(length)
+        greedy = config.temperature == 0.0
+        tops = logits.argmax(dim=-1).tolist() if greedy else []
         end_id = self.model.config.end_token_id
-        tokens: list[int] = []
-        probs: list[Tensor | None] = []
-        masks: dict[int, Tensor] = {}
+        draft = Draft(tokens=[], probs=[], nfe=1)
+        tokens = draft.tokens
         snapshot = constraint.checkpoint() if constraint is not None else None
-        forced_count = 0
         try:
             while len(tokens) < length:
                 j = len(tokens)
                 mask = constraint.next_token_mask() if constraint is not None else None
                 if mask is not None:
-                    masks[j] = mask
-                q = target_probs(
-                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
-                )
-                tok = sample(q, generator)
-                tokens.append(tok)
-                probs.append(q)
-                if tok == end_id or constraint is None:
-                    if tok == end_id:
+                    draft.masks[j] = mask
+                if greedy:
+                    tok = greedy_pick(logits[j], mask, tops[j])
+                    if tok < 0:  # nothing allowed here: the verifier will say so
                         break
+                    q = None
+                else:
+                    q = target_probs(
+                        logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
+                    )
+                    tok = sample(q, generator)
+                tokens.append(tok)
+                draft.probs.append(q)
+                if tok == end_id:
+                    break
+                if constraint is None:
                     continue
                 constraint.advance([tok])
                 if constraint.done:
                     break
+                run = constraint.forced_tokens()
+                draft.forced_after[j] = run
                 room = min(length - len(tokens), budget_left - len(tokens) - 1)
-                forced = constraint.forced_tokens()[: max(room, 0)]
+                forced = run[: max(room, 0)]
                 if forced:
                     constraint.advance(forced)
                     tokens += forced
-                    probs += [None] * len(forced)
-                    forced_count += len(forced)
+                    draft.probs += [None] * len(forced)
+                    draft.forced += len(forced)
         finally:
             if constraint is not None:
                 constraint.rollback(snapshot)
-        return Draft(tokens=tokens, probs=probs, masks=masks, nfe=1, forced=forced_count)
+        return draft

@@ -23,7 +23,6 @@ The stats say which mode served each request and why.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -44,10 +43,11 @@ from .decode_batch import (
 from .drafting import Draft, Drafter
 from .errors import InfeasibleConstraintError, TokenizerMismatchError
 from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
+from .hybrid_schedule import DraftLength, Scheduler
 from .hybrid_stats import HybridStats, ServedMode
 from .model import Transformer
 from .tokenizer import Tokenizer
-from .verification import Verifier
+from .verification import NO_DRAFT, Verifier
 
 HybridMode = Literal["hybrid", "diffusion", "auto"]
 #: Receives a request's newly settled tokens (end token excluded).
@@ -65,10 +65,20 @@ class HybridOptions:
     #: ``auto`` falls back to hybrid when a committed token's confidence is below this.
     min_confidence: float = 0.5
     #: Denoising steps per greedy draft (None: the config's ``steps``/``threshold`` rule).
-    #: The verifier corrects every draft, so a cheap draft usually wins: on a partly
-    #: trained pair one step kept as many tokens per verify as the full schedule at a
-    #: quarter of the drafter's passes (docs/hybrid.md).
+    #: 1 is a one-pass draft (:meth:`Drafter.parallel`). The verifier corrects every
+    #: draft, so a cheap draft usually wins: on a partly trained pair one step kept as
+    #: many tokens per verify as the full schedule at a quarter of the drafter's passes.
     draft_steps: int | None = 1
+    #: Let the verifier decode alone while drafting does not pay (the rule of
+    #: :mod:`.hybrid_schedule`); False drafts every round.
+    adaptive: bool = True
+    #: Verifier-only steps before drafting is probed again; doubled after each failed
+    #: probe up to ``max_probe_interval``, reset by a probe that pays.
+    probe_interval: int = 4
+    max_probe_interval: int = 64
+    #: The clock the scheduler measures each path's cost with (``time.process_time``
+    #: gives steadier figures on a CPU shared with other work, with one torch thread).
+    clock: Callable[[], float] = time.perf_counter
 
     def __post_init__(self) -> None:
         if self.draft_steps is not None and self.draft_steps < 1:
@@ -79,27 +89,11 @@ class HybridOptions:
             raise ValueError(f"max_draft ({self.max_draft}) is below min_draft ({self.min_draft})")
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
-
-
-class DraftLength:
-    """The next draft's length from the recent acceptance.
-
-    A fully kept draft doubles the length (up to the maximum); otherwise the length
-    follows a moving average of the kept tokens, plus one.
-    """
-
-    def __init__(self, initial: int, minimum: int, maximum: int, smoothing: float = 0.5) -> None:
-        self.minimum, self.maximum, self.smoothing = minimum, maximum, smoothing
-        self.length = max(minimum, min(initial, maximum))
-        self._mean = float(self.length)
-
-    def update(self, proposed: int, kept: int) -> None:
-        """Record a round that proposed ``proposed`` tokens and kept ``kept`` of them."""
-        if proposed == 0:
-            return
-        self._mean = (1 - self.smoothing) * self._mean + self.smoothing * kept
-        grown = 2 * proposed if kept == proposed else math.ceil(self._mean) + 1
-        self.length = max(self.minimum, min(grown, self.maximum))
+        if not 1 <= self.probe_interval <= self.max_probe_interval:
+            raise ValueError(
+                f"need 1 <= probe_interval ({self.probe_interval}) <= max_probe_interval "
+                f"({self.max_probe_interval})"
+            )
 
 
 class HybridEngine:
@@ -129,6 +123,12 @@ class HybridEngine:
         self.verifier = verifier.eval()
         self.tokenizer = tokenizer
         self.options = options or HybridOptions()
+        #: Draft or verify alone, round by round; what it measured is shared by the requests.
+        self.scheduler = Scheduler(
+            adaptive=self.options.adaptive,
+            first_interval=self.options.probe_interval,
+            max_interval=self.options.max_probe_interval,
+        )
 
     @classmethod
     def from_pretrained(
@@ -230,6 +230,7 @@ class HybridEngine:
                 prompt, c, config, budget, seed, stats, row, bound, emit if bound is None else None
             )
             if low is None:
+                stats.path_tokens["diffusion"] += len(seq)
                 if bound is not None and emit is not None and seq:
                     emit(seq)
                 return seq, ServedMode("diffusion", "requested" if bound is None else "confident")
@@ -299,7 +300,7 @@ class HybridEngine:
         row: RowStats,
         emit: _Emit | None,
     ) -> list[int]:
-        """The draft/verify loop for one request."""
+        """The draft/verify loop for one request; verifier-only steps while drafting does not pay."""
         gen = torch.Generator().manual_seed(
             seed if seed is not None else int(torch.randint(0, 2**62, (1,)))
         )
@@ -308,31 +309,63 @@ class HybridEngine:
             c.advance(first)  # type: ignore[union-attr]
         out = self._text(first)
         row.forced_tokens += len(out)
+        stats.path_tokens["constraint"] += len(out)
         if out and emit is not None:
             emit(out)
         if len(out) < len(first) or (c is not None and c.done) or len(out) >= budget:
             row.finished = len(out) < len(first) or (c is not None and c.done)
             row.tokens = len(out)
             return out
-        drafter = Drafter(self.drafter, prompt)
+        opts = self.options
+        top = opts.max_draft or config.block_length
+        room = len(prompt) + budget + top + 2
+        drafter = Drafter(self.drafter, prompt, capacity=room)
         drafter.accept(first)
-        verifier = Verifier(self.verifier, prompt + first)
-        top = self.options.max_draft or config.block_length
-        lengths = DraftLength(config.block_length, min(self.options.min_draft, top), top)
+        verifier = Verifier(self.verifier, prompt + first, capacity=room)
+        schedule = self.scheduler
+        lengths = DraftLength(
+            schedule.draft_length or config.block_length, min(opts.min_draft, top), top
+        )
+        clock = opts.clock
         k = 0
         while True:
-            length = min(lengths.length, budget - len(out))
-            draft = self._draft(drafter, length, c, config, seed, k, gen, budget - len(out))
-            stats.draft_nfe += draft.nfe
-            rnd = verifier.verify(draft, c, config, gen, len(out), budget)
+            left = budget - len(out)
+            # A draft needs room for the verifier's own token after it.
+            length = min(lengths.length, left - 1)
+            prefilled = verifier.prefilled  # the prefill's time is not a step's cost
+            if length >= 1 and schedule.draft_next():
+                warm = drafter.drafts > 0
+                t0 = clock()
+                draft = self._draft(drafter, length, c, config, seed, k, gen, left)
+                t1 = clock()
+                rnd = verifier.verify(draft, c, config, gen, len(out), budget)
+                t2 = clock()
+                kept = verifier.keep(draft.tokens, rnd.tokens)
+                schedule.after_round(
+                    rnd.forced.count(False),
+                    t1 - t0 if warm else None,
+                    t2 - t1 if prefilled else None,
+                )
+                lengths.update(len(draft.tokens), kept)
+                stats.draft_nfe += draft.nfe
+                stats.draft_rounds += 1
+                stats.drafted_tokens += len(draft.tokens)
+                stats.accepted_tokens += kept
+                row.nfe += draft.nfe + 1
+                path = "draft"
+                k += 1
+            else:
+                t0 = clock()
+                rnd = verifier.verify(NO_DRAFT, c, config, gen, len(out), budget)
+                verifier.keep([], rnd.tokens)
+                schedule.after_ar_step(clock() - t0 if prefilled else None)
+                stats.ar_steps += 1
+                row.nfe += 1
+                path = "ar"
             stats.verify_nfe += 1
-            row.nfe += draft.nfe + 1
-            kept = verifier.keep(draft.tokens, rnd.tokens)
-            stats.drafted_tokens += len(draft.tokens)
-            stats.accepted_tokens += kept
-            lengths.update(len(draft.tokens), kept)
             text = self._text(rnd.tokens)
             out += text
+            stats.path_tokens[path] += len(text)
             row.forced_tokens += sum(rnd.forced[: len(text)])
             if text and emit is not None:
                 emit(text)
@@ -340,7 +373,7 @@ class HybridEngine:
                 row.finished = len(text) < len(rnd.tokens) or (c is not None and c.done)
                 break
             drafter.accept(rnd.tokens)
-            k += 1
+        schedule.draft_length = lengths.length
         row.tokens = len(out)
         return out
 
@@ -357,12 +390,12 @@ class HybridEngine:
     ) -> Draft:
         """The next draft; an infeasible block gives an empty draft (the verifier then decodes alone)."""
         try:
-            if config.temperature == 0.0:
-                steps = self.options.draft_steps
-                if steps is not None:  # a fixed schedule: every draft costs ``steps`` passes
-                    config = replace(config, steps=steps, threshold=None)
-                return drafter.denoise(length, c, config, seed=seed, block_index=k)
-            return drafter.sample_parallel(length, c, config, gen, budget_left)
+            steps = self.options.draft_steps
+            if config.temperature > 0.0 or steps == 1:
+                return drafter.parallel(length, c, config, gen, budget_left)
+            if steps is not None:  # a fixed schedule: every draft costs ``steps`` passes
+                config = replace(config, steps=steps, threshold=None)
+            return drafter.denoise(length, c, config, seed=seed, block_index=k)
         except InfeasibleConstraintError:
             drafter.cancel()
             return Draft(tokens=[], probs=[], nfe=1)

@@ -32,19 +32,30 @@ class HybridStats(GenerationStats):
 
     #: Drafter (diffusion model) forward passes, the diffusion pass of ``auto`` included.
     draft_nfe: int = 0
-    #: Verifier (autoregressive model) forward passes; one per verify round.
+    #: Verifier (autoregressive model) forward passes: one per draft round or verifier-only step.
     verify_nfe: int = 0
+    #: Rounds that drafted (one draft, one verify).
+    draft_rounds: int = 0
+    #: Verifier-only steps (plain autoregressive decoding while drafting does not pay).
+    ar_steps: int = 0
     #: Tokens proposed by the drafter to the verifier.
     drafted_tokens: int = 0
     #: Proposed tokens the verifier kept.
     accepted_tokens: int = 0
     #: Per request, the mode that served it and why.
     served: list[ServedMode] = field(default_factory=list)
+    #: Output tokens by the path that produced them: ``draft`` (draft rounds: kept draft
+    #: tokens, the verifier's own token and the forced tokens after it), ``ar``
+    #: (verifier-only steps, forced tokens after them included), ``constraint`` (forced
+    #: before the first model token), ``diffusion`` (``auto`` requests served by diffusion).
+    path_tokens: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("draft", "ar", "constraint", "diffusion"), 0)
+    )
 
     @property
     def mean_accepted(self) -> float:
-        """Draft tokens kept per verify round (the verifier's own token not counted)."""
-        return self.accepted_tokens / self.verify_nfe if self.verify_nfe else math.nan
+        """Draft tokens kept per draft round (the verifier's own token not counted)."""
+        return self.accepted_tokens / self.draft_rounds if self.draft_rounds else math.nan
 
     @property
     def acceptance_rate(self) -> float:
@@ -56,6 +67,9 @@ class HybridStats(GenerationStats):
         out.update(
             draft_nfe=self.draft_nfe,
             verify_nfe=self.verify_nfe,
+            draft_rounds=self.draft_rounds,
+            ar_steps=self.ar_steps,
+            path_tokens=dict(self.path_tokens),
             drafted_tokens=self.drafted_tokens,
             accepted_tokens=self.accepted_tokens,
             mean_accepted=None if math.isnan(self.mean_accepted) else self.mean_accepted,

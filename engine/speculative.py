@@ -26,7 +26,7 @@ from torch import Tensor
 from agentflow.kernels import unpack_bits
 
 from .errors import InfeasibleConstraintError
-from .selection import apply_top_p
+from .selection import apply_top_p, select_tokens
 
 
 def unpack_allowed(allowed: Tensor, vocab: int) -> Tensor:
@@ -55,6 +55,45 @@ def target_probs(
     if not bool(torch.isfinite(scores).any()):
         raise InfeasibleConstraintError("no allowed token has a finite logit at this position")
     return torch.softmax(scores, dim=-1)
+
+
+def fit_mask(mask: Tensor, vocab: int) -> Tensor:
+    """A constraint's bitmask cut or widened (with zero words) to ``vocab`` logits columns."""
+    words = (vocab + 31) // 32
+    if mask.shape[-1] == words:
+        return mask
+    out = torch.zeros(words, dtype=torch.int32, device=mask.device)
+    n = min(words, mask.shape[-1])
+    out[:n] = mask[:n]
+    return out
+
+
+def is_allowed(allowed: Tensor, token: int) -> bool:
+    """Whether bit ``token`` of the int32 bitmask ``allowed`` [ceil(V/32)] is set."""
+    word = token >> 5
+    return 0 <= word < allowed.shape[-1] and (int(allowed[word]) >> (token & 31)) & 1 == 1
+
+
+def greedy_pick(logits: Tensor, allowed: Tensor | None, top: int | None = None) -> int:
+    """The token ``select_tokens(temperature=0, allowed=...)`` picks from ``logits`` [V]; -1 if none.
+
+    That is the masked argmax, lowest id among ties. When the unmasked argmax
+    ``top`` (precomputed for many rows at once, or None) is finite and allowed
+    it is that token: every lower id scores less. Only otherwise is the mask
+    applied, through ``select_tokens`` itself.
+    """
+    if top is None:
+        top = int(logits.argmax())
+    if bool(logits[top] > float("-inf")) and (allowed is None or is_allowed(allowed, top)):
+        return top
+    tok, _ = select_tokens(
+        logits.unsqueeze(0),
+        temperature=0.0,
+        allowed=None
+        if allowed is None
+        else fit_mask(allowed.to(logits.device), logits.shape[-1]).unsqueeze(0),
+    )
+    return int(tok[0])
 
 
 def sample(probs: Tensor, generator: torch.Generator | None) -> int:

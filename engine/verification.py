@@ -2,10 +2,13 @@
 
 :meth:`Verifier.verify` forwards [tokens the verifier has not seen + the draft]
 through its causal KV cache and walks the draft the way :class:`ARDecoder`
-decodes: its own token at each position (greedy: the masked argmax from the
-same ``select_tokens`` call; sampling: :func:`~.speculative.speculative_step`),
+decodes: its own token at each position (greedy: the masked argmax exactly as
+``select_tokens`` picks it; sampling: :func:`~.speculative.speculative_step`),
 the constraint's forced tokens after it, on while the draft agrees.
-:meth:`Verifier.keep` then truncates the cache to the kept draft prefix.
+:meth:`Verifier.keep` then truncates the cache to the kept draft prefix. With
+an empty draft (:data:`NO_DRAFT`) a round is one plain autoregressive step.
+The constraint's masks and forced runs a one-pass draft computed on the way
+are reused while the walk agrees with the draft (same prefix, same answer).
 """
 
 from __future__ import annotations
@@ -22,21 +25,10 @@ from .drafting import Draft, grow_cache
 from .errors import InfeasibleConstraintError
 from .generation import GenerationConfig
 from .model import KVCache, Transformer
-from .selection import select_tokens
-from .speculative import sample, speculative_step, target_probs
+from .speculative import fit_mask, greedy_pick, sample, speculative_step, target_probs
 
-
-def _fit_mask(mask: Tensor | None, vocab: int) -> Tensor | None:
-    """A constraint's bitmask widened (with zero words) to ``vocab`` logits columns."""
-    if mask is None:
-        return None
-    words = (vocab + 31) // 32
-    if mask.shape[-1] == words:
-        return mask
-    out = torch.zeros(words, dtype=torch.int32, device=mask.device)
-    n = min(words, mask.shape[-1])
-    out[:n] = mask[:n]
-    return out
+#: A verifier-only step: the walk over an empty draft is one autoregressive step.
+NO_DRAFT = Draft(tokens=[], probs=[])
 
 
 @dataclass
@@ -52,13 +44,20 @@ class VerifyRound:
 class Verifier:
     """One request's verifier: its KV cache, the tokens it has not forwarded yet, the round walk."""
 
-    def __init__(self, model: Transformer, prompt: list[int]) -> None:
+    def __init__(self, model: Transformer, prompt: list[int], capacity: int = 0) -> None:
+        """``capacity``: cache positions to allocate up front (it grows when exceeded)."""
         self.model = model
         dev = next(model.parameters()).device
         dtype = next(model.parameters()).dtype
-        self.cache = KVCache(model.config, 1, len(prompt) + 64, device=dev, dtype=dtype)
+        size = max(capacity, len(prompt) + 64)
+        self.cache = KVCache(model.config, 1, size, device=dev, dtype=dtype)
         self.unseen: list[int] = list(prompt)
         self.position = 0  # position of unseen[0]
+
+    @property
+    def prefilled(self) -> bool:
+        """Whether the prompt is in the cache (the first forward pass, the prefill, is done)."""
+        return self.position > 0
 
     def score(self, draft: list[int]) -> Tensor:
         """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
@@ -72,8 +71,9 @@ class Verifier:
             positions.clone(),
             torch.ones(1, len(seq), dtype=torch.bool, device=dev),
         )
-        logits = causal_forward(self.model, self.cache, seg)[0]
-        return logits[len(self.unseen) - 1 :]
+        hidden = causal_forward(self.model, self.cache, seg, hidden_only=True)[0]
+        # Only the last unseen token and the draft need vocabulary logits.
+        return self.model.project(hidden[len(self.unseen) - 1 :]).float()
 
     def keep(self, draft: list[int], emitted: list[int]) -> int:
         """Roll the cache back to the draft prefix the round kept; return its length."""
@@ -103,24 +103,16 @@ class Verifier:
         flags: list[bool] = []
         j = 0
         n = len(draft.tokens)
-        # Without a constraint every position's greedy pick is known at once.
-        picks = select_tokens(logits, temperature=0.0)[0].tolist() if greedy and c is None else None
+        # Every row's unmasked argmax at once; a position's pick is that unless it is masked out.
+        tops = logits.argmax(dim=-1).tolist() if greedy else []
         while True:
             mask = draft.masks.get(j) if j < n else None
             if mask is None and c is not None:
                 mask = c.next_token_mask()
-            mask = _fit_mask(mask, vocab)
+            if mask is not None:
+                mask = fit_mask(mask.to(logits.device), vocab)
             if greedy:
-                if picks is not None:
-                    tok = picks[j]
-                else:
-                    tok = int(
-                        select_tokens(
-                            logits[j : j + 1],
-                            temperature=0.0,
-                            allowed=None if mask is None else mask.unsqueeze(0),
-                        )[0][0]
-                    )
+                tok = greedy_pick(logits[j], mask, tops[j])
                 hit = j < n and draft.tokens[j] == tok
             else:
                 p = target_probs(
@@ -138,7 +130,10 @@ class Verifier:
             if c is not None:
                 c.advance([tok])
                 if not c.done and tok != end:
-                    forced = c.forced_tokens()[: budget - done_len - len(emitted) - 1]
+                    run = draft.forced_after.get(j) if hit else None
+                    if run is None:
+                        run = c.forced_tokens()
+                    forced = run[: budget - done_len - len(emitted) - 1]
                     if forced:
                         c.advance(forced)
             piece += forced

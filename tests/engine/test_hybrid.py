@@ -19,6 +19,7 @@ from agentflow.engine.constraints.schema import compile_json_schema
 from agentflow.engine.errors import InfeasibleConstraintError, TokenizerMismatchError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.hybrid import DraftLength, HybridEngine, HybridOptions
+from agentflow.engine.hybrid_schedule import Scheduler
 from agentflow.engine.hybrid_stats import HybridStats
 from agentflow.engine.model import Transformer
 from agentflow.engine.speculative import speculative_step
@@ -53,6 +54,23 @@ def agreeing_pair(seed: int = 3, **overrides: Any) -> tuple[Transformer, Transfo
     return drafter.eval(), verifier
 
 
+class ForwardClock:
+    """A fake clock for the scheduler: each forward pass of a model advances it by that model's cost."""
+
+    def __init__(
+        self, drafter: Transformer, verifier: Transformer, draft_cost: float, verify_cost: float
+    ) -> None:
+        self.now = 0.0
+        drafter.register_forward_hook(lambda *_: self._tick(draft_cost))
+        verifier.register_forward_hook(lambda *_: self._tick(verify_cost))
+
+    def _tick(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def stats_of(result: Any) -> HybridStats:
     assert isinstance(result.stats, HybridStats)
     return result.stats
@@ -74,7 +92,8 @@ def test_greedy_hybrid_equals_verifier_greedy(block_length: int) -> None:
 @pytest.mark.parametrize("draft_steps", [1, None])
 def test_greedy_exact_when_drafts_are_partly_kept(draft_steps: int | None) -> None:
     drafter, verifier = agreeing_pair()
-    engine = HybridEngine(drafter, verifier, options=HybridOptions(draft_steps=draft_steps))
+    options = HybridOptions(draft_steps=draft_steps, adaptive=False)  # every round drafts
+    engine = HybridEngine(drafter, verifier, options=options)
     ar = ARDecoder(verifier)
     cfg = GenerationConfig(max_new_tokens=20, block_length=6)
     kept = 0
@@ -83,8 +102,10 @@ def test_greedy_exact_when_drafts_are_partly_kept(draft_steps: int | None) -> No
         assert res.sequences[0] == ar.generate(prompt, cfg).sequences[0]
         stats = stats_of(res)
         kept += stats.accepted_tokens
+        # Only a last token with no room for a draft is a verifier-only step.
+        assert stats.ar_steps <= 1 and stats.draft_rounds + stats.ar_steps == stats.verify_nfe
         if draft_steps == 1:  # a one-step draft costs one drafter pass per round
-            assert stats.draft_nfe == stats.verify_nfe
+            assert stats.draft_nfe == stats.draft_rounds
     assert kept > 0  # the acceptance path (cache rollback to a kept prefix) really ran
 
 
@@ -159,6 +180,85 @@ def test_greedy_exact_under_a_json_schema(schema_constraint: Constraint) -> None
             text = schema_constraint.tokenizer.decode(res.sequences[0])
             assert set(json.loads(text)) == {"name", "arguments"}
         assert res.stats.forced_tokens == ref.stats.forced_tokens > 0
+
+
+def test_forced_tokens_cost_no_forward_pass_and_drafts_are_kept(
+    schema_constraint: Constraint,
+) -> None:
+    """Kept drafts under a real schema: the verifier reuses the draft's masks and forced runs."""
+    vocab = schema_constraint.tokenizer.vocab_size
+    drafter, verifier = agreeing_pair(seed=8, vocab_size=vocab)
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False))
+    ar = ARDecoder(verifier)
+    cfg = GenerationConfig(max_new_tokens=40, block_length=6)
+    kept = 0
+    for prompt in random_prompts(3, vocab, seed=4):
+        res = engine.generate(prompt, cfg, constraints=[schema_constraint.session()])
+        ref = ar.generate(prompt, cfg, constraints=[schema_constraint.session()])
+        assert res.sequences == ref.sequences
+        st = stats_of(res)
+        kept += st.accepted_tokens
+        assert st.draft_nfe == st.draft_rounds  # one drafter pass per draft, forced runs included
+        # Every verifier pass chooses at least one token (or the end): forced ones ride along.
+        assert st.verify_nfe <= st.tokens - st.forced_tokens + 1
+    assert kept > 0
+
+
+# -- scheduling: drafting only while it pays ------------------------------------------------------
+
+
+def test_scheduler_rule_backoff_and_reset() -> None:
+    s = Scheduler(first_interval=2, max_interval=8)
+    assert s.drafting_pays() and s.draft_next()  # nothing measured yet: try drafting
+    s.after_round(1, 1.0, 1.0)  # 1 token per round; c_ar unknown, taken as c_verify: 1 < 2
+    assert not s.drafting
+
+    def ar_steps_until_probe() -> int:
+        n = 0
+        while not s.draft_next():
+            s.after_ar_step(0.5)
+            n += 1
+        return n
+
+    assert ar_steps_until_probe() == 2
+    s.after_round(1, 1.0, 1.0)  # a failed probe doubles the interval
+    assert ar_steps_until_probe() == 4
+    s.after_round(1, 1.0, 1.0)
+    assert ar_steps_until_probe() == 8
+    s.after_round(1, 1.0, 1.0)
+    assert ar_steps_until_probe() == 8  # capped
+    # E[m] = 0.5 * 1 + 0.5 * 7 = 4 tokens per round: 4 * c_ar (0.5) = 2 is not > 1 + 1.
+    s.after_round(7, 1.0, 1.0)
+    assert not s.drafting and s.interval == 8
+    ar_steps_until_probe()
+    s.after_round(11, 1.0, 1.0)  # E[m] = 7.5: 3.75 > 2, drafting pays again
+    assert s.drafting and s.interval == 2 and s.draft_next()
+
+
+@pytest.mark.parametrize("draft_cost", [0.0, 100.0])
+def test_scheduler_switch_keeps_greedy_exact(draft_cost: float) -> None:
+    """Free drafts: every round drafts. Costly drafts: the verifier decodes alone, with probes."""
+    drafter, verifier = agreeing_pair()
+    clock = ForwardClock(drafter, verifier, draft_cost, 1.0)
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(clock=clock))
+    ar = ARDecoder(verifier)
+    cfg = GenerationConfig(max_new_tokens=40, block_length=6)
+    rounds = steps = 0
+    for prompt in random_prompts(4, 96, seed=5):
+        res = engine.generate(prompt, cfg)
+        assert res.sequences[0] == ar.generate(prompt, cfg).sequences[0]
+        st = stats_of(res)
+        assert st.verify_nfe == st.draft_rounds + st.ar_steps
+        assert st.draft_nfe == st.draft_rounds
+        assert sum(st.path_tokens.values()) == st.tokens
+        assert st.path_tokens["ar"] >= st.ar_steps
+        if draft_cost == 0.0:  # the first draft token is always kept: 2+ tokens per round pays
+            assert st.ar_steps <= 1  # only the last token, when a draft has no room
+        rounds, steps = rounds + st.draft_rounds, steps + st.ar_steps
+    if draft_cost > 0.0:
+        assert rounds >= 3  # probes kept coming...
+        assert steps >= 5 * rounds  # ...ever more rarely
+        assert engine.scheduler.interval > engine.options.probe_interval
 
 
 # -- sampling: the verifier's distribution -------------------------------------------------------
@@ -276,8 +376,9 @@ def _counts(sequences: list[list[int]]) -> dict[tuple[int, ...], int]:
 
 
 @pytest.mark.slow  # ~15 s each on an idle 2-core machine
+@pytest.mark.parametrize("schedule", ["always_draft", "switching"])
 @pytest.mark.parametrize("constrained", [False, True])
-def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool) -> None:
+def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool, schedule: str) -> None:
     vocab, samples, prompt, budget = 10, 700, [4, 7, 5], 2
     small = dict(vocab_size=vocab, dim=16, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=32)
     drafter = make_model(make_config("block", **small), seed=21, peak=3.0)
@@ -288,7 +389,12 @@ def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool) -> None
 
     factory = make if constrained else None
     cfg = GenerationConfig(max_new_tokens=budget, block_length=budget, temperature=1.0, seed=0)
-    engine = HybridEngine(drafter, verifier, options=HybridOptions(min_draft=budget))
+    if schedule == "always_draft":
+        options = HybridOptions(min_draft=budget, adaptive=False)
+    else:  # drafting pays only while E[m] > 1.8: requests switch between the two paths
+        clock = ForwardClock(drafter, verifier, 0.8, 1.0)
+        options = HybridOptions(probe_interval=1, max_probe_interval=1, clock=clock)
+    engine = HybridEngine(drafter, verifier, options=options)
     cons = [make() for _ in range(samples)] if constrained else None
     res = engine.generate([prompt] * samples, cfg, constraints=cons)
     counts = _counts(res.sequences)
@@ -297,6 +403,9 @@ def test_sampled_hybrid_has_the_verifier_distribution(constrained: bool) -> None
     )
     stats = stats_of(res)
     assert stats.accepted_tokens > samples // 4  # drafts are kept often: q matters, not only p
+    if schedule == "switching":
+        assert stats.ar_steps > samples // 20 and stats.path_tokens["ar"] > samples // 20
+        assert stats.draft_rounds > samples // 4
     # The same counts are rejected against the verifier at another temperature: the test can fail.
     colder = exact_distribution(verifier, prompt, budget, 0.5, factory)
     assert chi_square_pvalue(counts, colder) < 1e-4
@@ -358,7 +467,8 @@ def test_infeasible_drafts_fall_back_to_the_verifier_alone() -> None:
     drafter, verifier = agreeing_pair()
     target = [30, 31, 32, 33]
     cfg = GenerationConfig(max_new_tokens=8, block_length=4)
-    engine = HybridEngine(drafter, verifier)
+    # Two denoising steps: the block sampler's enforcement (a one-pass draft never asks it).
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(draft_steps=2))
     res = engine.generate([5, 6], cfg, constraints=[BlockInfeasible(target, 2, 96, jump=False)])
     assert res.sequences == [target]
     assert stats_of(res).drafted_tokens == 0 and stats_of(res).verify_nfe == len(target) + 1
@@ -403,7 +513,9 @@ def test_redo_reason_is_reported_and_stats_add_up() -> None:
     assert [s.reason for s in stats.served] == ["validation: 'city' is required"] * 2
     assert stats.nfe == stats.draft_nfe + stats.verify_nfe
     assert stats.tokens == sum(len(s) for s in res.sequences)
-    assert stats.mean_accepted == stats.accepted_tokens / stats.verify_nfe
+    assert stats.mean_accepted == stats.accepted_tokens / stats.draft_rounds
+    assert stats.verify_nfe == stats.draft_rounds + stats.ar_steps
+    assert sum(stats.path_tokens.values()) == stats.tokens
 
 
 def test_streamed_pieces_add_up_to_the_output() -> None:
