@@ -6,10 +6,15 @@ Side by side in one run:
 2. action schemas of pydantic tool sets: schema compile and token-index time;
 3. generation with a small random block-diffusion model, constrained by the
    action schema vs unconstrained, same prompts and settings: seconds, forward
-   passes, share of tokens filled by jump-forward, time per step spent on masks.
+   passes, share of tokens filled by jump-forward, time per step spent on masks;
+4. the same with the shipped ``agentflow-tiny-dlm`` on tool requests (a model
+   that writes tool calls, so structure is forced and jump-forward applies).
+
+Times are wall seconds and process CPU seconds (the CPU column is the one to
+read on a shared machine; both are taken with one torch thread).
 
 Writes ``benchmarks/results/constraint_overhead.json`` and prints a table.
-Usage: ``python benchmarks/constraint_overhead.py [--quick]``.
+Usage: ``python benchmarks/constraint_overhead.py [--quick] [--no-coverage] [--no-trained]``.
 """
 
 from __future__ import annotations
@@ -26,9 +31,22 @@ from pydantic import BaseModel, Field
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
-from agentflow.engine.chat_template import SPECIAL_TOKENS, ToolSpec, format_tool_calls
-from agentflow.engine.constraints import ConstraintCompiler, action_schema, compile_json_schema
+from agentflow.engine.chat_template import (
+    SPECIAL_TOKENS,
+    ChatMessage,
+    ToolSpec,
+    format_tool_calls,
+    render_prompt,
+)
+from agentflow.engine.checkpoints import load_checkpoint
+from agentflow.engine.constraints import (
+    ConstraintCompiler,
+    action_schema,
+    build_token_automaton,
+    compile_json_schema,
+)
 from agentflow.engine.constraints.enforcement import Constraint
+from agentflow.engine.constraints.schema import OutputValidationError
 from agentflow.engine.errors import SchemaError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import ModelConfig, Transformer
@@ -71,10 +89,15 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def coverage(limit: int | None) -> dict[str, Any]:
-    """Compile every sampled schema; share compiled per subset and compile times."""
+def coverage(limit: int | None, tok: Tokenizer, index_limit: int | None) -> dict[str, Any]:
+    """Compile every sampled schema; share compiled per subset and compile times.
+
+    For the tool-call subsets (up to ``index_limit`` schemas) the token index is
+    built too, so ``compile_ms["tools+index"]`` is the whole cost of a new tool
+    schema (schema compile + token index, process CPU time).
+    """
     per: dict[str, dict[str, int]] = {}
-    times: dict[str, list[float]] = {"all": [], "tools": []}
+    times: dict[str, list[float]] = {"all": [], "tools": [], "tools+index": []}
     files = sorted(CONFORMANCE.glob("*.json"))[: limit or None]
     for path in files:
         subset = path.stem.split("---")[0] if "---" in path.stem else path.stem.rsplit("_", 1)[0]
@@ -82,24 +105,35 @@ def coverage(limit: int | None) -> dict[str, Any]:
         row = per.setdefault(subset, {"schemas": 0, "compiled": 0})
         row["schemas"] += 1
         start = time.perf_counter()
+        start_cpu = time.process_time()
+        compiled = None
         try:
-            compile_json_schema(schema)
+            compiled = compile_json_schema(schema)
             row["compiled"] += 1
         except SchemaError:
             pass
         ms = (time.perf_counter() - start) * 1000
         times["all"].append(ms)
-        if subset.startswith(TOOL_SUBSETS):
-            times["tools"].append(ms)
+        if not subset.startswith(TOOL_SUBSETS):
+            continue
+        times["tools"].append(ms)
+        if compiled is None or len(times["tools+index"]) >= (index_limit or len(files)):
+            continue
+        try:
+            build_token_automaton(compiled.regex, tok)
+        except SchemaError:
+            continue
+        times["tools+index"].append((time.process_time() - start_cpu) * 1000)
     total = sum(r["schemas"] for r in per.values())
-    compiled = sum(r["compiled"] for r in per.values())
+    compiled_n = sum(r["compiled"] for r in per.values())
     return {
         "schemas": total,
-        "compiled": compiled,
-        "compiled_share": compiled / total if total else 0.0,
+        "compiled": compiled_n,
+        "compiled_share": compiled_n / total if total else 0.0,
         "per_subset": per,
         "compile_ms": {
             k: {
+                "n": len(v),
                 "median": statistics.median(v) if v else None,
                 "p90": _pct(v, 0.9),
                 "max": max(v, default=None),
@@ -148,8 +182,58 @@ def automata(tok: Tokenizer, repeats: int) -> tuple[dict[str, Any], Any]:
     }, compiled
 
 
+def _decode_pair(
+    engine: DiffusionEngine,
+    tok: Tokenizer,
+    compiled: Any,
+    prompts: list[list[int]],
+    config: GenerationConfig,
+) -> dict[str, Any]:
+    """Time the same prompts unconstrained and constrained (wall and process CPU seconds)."""
+    constraint = Constraint(compiled.automaton, tok)
+    engine.generate([prompts[0]], config)  # warm-up
+    rows: dict[str, Any] = {}
+    for name in ("unconstrained", "constrained"):
+        seconds = cpu = tokens = nfe = forced = valid = 0.0
+        for p in prompts:
+            cons = [constraint.session(config.max_new_tokens)] if name == "constrained" else None
+            start, start_cpu = time.perf_counter(), time.process_time()
+            out = engine.generate([p], config, constraints=cons)
+            seconds += time.perf_counter() - start
+            cpu += time.process_time() - start_cpu
+            tokens += out.stats.tokens
+            nfe += out.stats.nfe
+            forced += out.stats.forced_tokens
+            text = tok.decode(out.sequences[0], skip_special=True)
+            try:
+                compiled.schema.validate(text)
+                valid += 1
+            except OutputValidationError:
+                if name == "constrained":
+                    raise
+        rows[name] = {
+            "seconds": seconds,
+            "cpu_seconds": cpu,
+            "tokens": tokens,
+            "nfe": nfe,
+            "forced_share": forced / tokens if tokens else 0.0,
+            "ms_per_forward": 1000 * seconds / nfe if nfe else 0.0,
+            "cpu_ms_per_forward": 1000 * cpu / nfe if nfe else 0.0,
+            "valid_share": valid / len(prompts),
+        }
+    un, co = rows["unconstrained"], rows["constrained"]
+    co["mask_cpu_ms_per_step"] = co["cpu_ms_per_forward"] - un["cpu_ms_per_forward"]
+    rows["time_ratio_constrained_over_unconstrained"] = co["seconds"] / un["seconds"]
+    rows["cpu_ratio_constrained_over_unconstrained"] = co["cpu_seconds"] / un["cpu_seconds"]
+    return rows
+
+
 def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
-    """Constrained vs unconstrained decoding of the same prompts with a random model."""
+    """Constrained vs unconstrained decoding of the same prompts with a random model.
+
+    A random model never closes a free-text string by itself: this is the worst
+    case (cheap forward passes, almost nothing forced).
+    """
     torch.manual_seed(0)
     cfg = ModelConfig(
         vocab_size=tok.vocab_size,
@@ -167,52 +251,77 @@ def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
     )
     engine = DiffusionEngine(Transformer(cfg), tok)
     config = GenerationConfig(max_new_tokens=96, block_length=16, steps=16, threshold=0.9)
-    constraint = Constraint(compiled.automaton, tok)
     texts = [f"<|user|>Where is order {58213 + i}?<|assistant|>" for i in range(prompts)]
-    ids = [tok.encode(t) for t in texts]
-    engine.generate([ids[0]], config)  # warm-up
-    rows: dict[str, dict[str, float]] = {}
-    for name in ("unconstrained", "constrained"):
-        seconds = cpu = tokens = nfe = forced = 0.0
-        for p in ids:
-            cons = [constraint.session(config.max_new_tokens)] if name == "constrained" else None
-            start, start_cpu = time.perf_counter(), time.process_time()
-            out = engine.generate([p], config, constraints=cons)
-            seconds += time.perf_counter() - start
-            cpu += time.process_time() - start_cpu
-            tokens += out.stats.tokens
-            nfe += out.stats.nfe
-            forced += out.stats.forced_tokens
-            if name == "constrained":
-                compiled.schema.validate(tok.decode(out.sequences[0], skip_special=True))
-        rows[name] = {
-            "seconds": seconds,
-            "cpu_seconds": cpu,
-            "tokens": tokens,
-            "nfe": nfe,
-            "forced_share": forced / tokens if tokens else 0.0,
-            "ms_per_forward": 1000 * seconds / nfe if nfe else 0.0,
-        }
-    rows["constrained"]["mask_ms_per_step"] = max(
-        0.0, rows["constrained"]["ms_per_forward"] - rows["unconstrained"]["ms_per_forward"]
-    )
-    rows["time_ratio_constrained_over_unconstrained"] = (
-        rows["constrained"]["seconds"] / rows["unconstrained"]["seconds"]
-    )
+    return _decode_pair(engine, tok, compiled, [tok.encode(t) for t in texts], config)
+
+
+REQUESTS = [
+    "Where is order 58213? I ordered 2.",
+    "What's the weather in Oslo for the next 3 days, in celsius?",
+    "Please open a high priority ticket titled Broken login.",
+    "Can you check order 77120, quantity 1, fast shipping?",
+    "Weather in Lima tomorrow please.",
+    "Open a low priority ticket: Printer jam, tag it office.",
+    "Thanks, that is all for today!",
+    "Look up order 40417.",
+]
+
+
+def trained_generation(prompts: int) -> dict[str, Any]:
+    """The shipped diffusion model on tool requests, constrained by the action schema or not."""
+    loaded = load_checkpoint("agentflow-tiny-dlm")
+    tok = loaded.tokenizer
+    start = time.process_time()
+    compiled = ConstraintCompiler().compile_schema(action_schema(TOOLS, None), tok)
+    index_cpu = time.process_time() - start
+    engine = DiffusionEngine(loaded.model, tok)
+    config = GenerationConfig(max_new_tokens=96, block_length=loaded.config.block_length)
+    texts = [render_prompt([ChatMessage("user", r)], TOOLS) for r in (REQUESTS * 4)[:prompts]]
+    rows = _decode_pair(engine, tok, compiled, [tok.encode(t) for t in texts], config)
+    rows["automaton"] = {
+        "states": compiled.stats.num_states,
+        "transitions": compiled.stats.num_transitions,
+        "index_cpu_seconds": index_cpu,
+    }
     return rows
+
+
+def _table(title: str, g: dict[str, Any]) -> list[str]:
+    lines = [
+        title,
+        f"{'':16s}{'wall s':>8s}{'CPU s':>8s}{'tokens':>8s}{'NFE':>6s}{'forced':>8s}"
+        f"{'CPU ms/step':>12s}{'valid':>7s}",
+    ]
+    for name in ("unconstrained", "constrained"):
+        r = g[name]
+        lines.append(
+            f"{name:16s}{r['seconds']:8.2f}{r['cpu_seconds']:8.2f}{r['tokens']:8.0f}{r['nfe']:6.0f}"
+            f"{100 * r['forced_share']:7.1f}%{r['cpu_ms_per_forward']:12.2f}"
+            f"{100 * r['valid_share']:6.0f}%"
+        )
+    lines.append(
+        f"constrained / unconstrained: wall {g['time_ratio_constrained_over_unconstrained']:.2f}, "
+        f"CPU {g['cpu_ratio_constrained_over_unconstrained']:.2f}; "
+        f"mask CPU ms per step {g['constrained']['mask_cpu_ms_per_step']:.2f}"
+    )
+    return lines
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer schemas and prompts")
     parser.add_argument("--no-coverage", action="store_true", help="skip the JSONSchemaBench pass")
+    parser.add_argument("--no-trained", action="store_true", help="skip the shipped-model run")
     args = parser.parse_args()
+    torch.set_num_threads(1)  # one thread: a shared machine measures contention otherwise
     result: dict[str, Any] = {}
-    if CONFORMANCE.is_dir() and not args.no_coverage:
-        result["coverage"] = coverage(200 if args.quick else None)
     tok = tokenizer()
+    if CONFORMANCE.is_dir() and not args.no_coverage:
+        result["coverage"] = coverage(200 if args.quick else None, tok, 40 if args.quick else None)
     result["automaton"], compiled = automata(tok, 3 if args.quick else 10)
     result["generation"] = generation(tok, compiled, 3 if args.quick else 8)
+    if not args.no_trained:
+        result["trained"] = trained_generation(8 if args.quick else 16)
     out = ROOT / "benchmarks" / "results" / "constraint_overhead.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
@@ -226,24 +335,26 @@ def main() -> None:
         for name, row in sorted(cov["per_subset"].items()):
             lines.append(f"  {name:24s} {row['compiled']:4d}/{row['schemas']:4d}")
         for k, v in cov["compile_ms"].items():
-            lines.append(
-                f"compile ms ({k}): median {v['median']:.2f}  p90 {v['p90']:.2f}  max {v['max']:.0f}"
-            )
+            if v["n"]:
+                lines.append(
+                    f"compile ms ({k}, n={v['n']}): median {v['median']:.2f}  "
+                    f"p90 {v['p90']:.2f}  max {v['max']:.0f}"
+                )
     a = result["automaton"]
     lines.append(
         f"action schema: compile {a['schema_compile_ms_median']:.1f} ms, index {a['index_build_ms_median']:.1f} ms, "
         f"{a['states']} states, regex {a['regex_chars']} chars"
     )
-    g = result["generation"]
-    lines.append(f"{'':16s}{'seconds':>9s}{'tokens':>8s}{'NFE':>6s}{'forced':>8s}{'ms/fwd':>8s}")
-    for name in ("unconstrained", "constrained"):
-        r = g[name]
-        lines.append(
-            f"{name:16s}{r['seconds']:9.2f}{r['tokens']:8.0f}{r['nfe']:6.0f}{100 * r['forced_share']:7.1f}%{r['ms_per_forward']:8.2f}"
-        )
-    lines.append(
-        f"constrained / unconstrained time: {g['time_ratio_constrained_over_unconstrained']:.2f}"
+    lines += _table(
+        "random model, block 16 (worst case: free text, cheap forward)", result["generation"]
     )
+    if "trained" in result:
+        t = result["trained"]
+        lines.append(
+            f"shipped tokenizer: action schema {t['automaton']['states']} states, "
+            f"{t['automaton']['transitions']} transitions, index {t['automaton']['index_cpu_seconds']:.2f} s CPU"
+        )
+        lines += _table("agentflow-tiny-dlm, tool requests, block 32", t)
     print("\n".join(lines))
 
 

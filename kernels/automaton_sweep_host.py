@@ -52,10 +52,6 @@ def _distances(num_states: int, src: np.ndarray, dst: np.ndarray, target: int) -
     return dist
 
 
-#: Build the dense [S, V] next-state table only up to this many entries (int32 each).
-DENSE_LIMIT = 8_000_000
-
-
 def _ranges(offsets: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(entry ids, owning state) of the CSR lists of ``states``, laid end to end."""
     starts = offsets[states]
@@ -79,8 +75,8 @@ class HostTables:
     live: np.ndarray  # bool [S]
     #: int64 [S]: fewest tokens to ``done_state`` (``S + 1`` when it cannot be reached).
     dist: np.ndarray
-    #: int32 [S, V] next state or -1, for automata small enough (else None).
-    table: np.ndarray | None
+    #: int64 [E]: ``state * V + token`` per state-major entry, ascending (lookups by search).
+    keys: np.ndarray
 
     @classmethod
     def from_sweep_tables(cls, tables: SweepTables, done_state: int) -> HostTables:
@@ -92,10 +88,7 @@ class HostTables:
         succ_offsets = np.searchsorted(succ_src, np.arange(s + 1)).astype(np.int64)
         words = tables.exit_bits.detach().cpu().numpy().astype("<u4").view(np.uint8)
         live = np.unpackbits(words, bitorder="little")[:s].astype(bool)
-        table = None
-        if s * v <= DENSE_LIMIT:
-            table = np.full((s, v), -1, dtype=np.int32)
-            table[np.repeat(np.arange(s), np.diff(offsets)), tokens] = next_states
+        keys = np.repeat(np.arange(s, dtype=np.int64), np.diff(offsets)) * v + tokens
         return cls(
             num_states=s,
             vocab_size=v,
@@ -106,7 +99,7 @@ class HostTables:
             succ_dst=succ_dst,
             live=live,
             dist=_distances(s, succ_src, succ_dst, done_state),
-            table=table,
+            keys=keys,
         )
 
     def level(self, m: int) -> np.ndarray:
@@ -115,8 +108,6 @@ class HostTables:
 
     def step(self, state: int, token: int) -> int:
         """δ(state, token), or -1 when the token is not allowed there."""
-        if self.table is not None:
-            return int(self.table[state, token])
         lo, hi = int(self.offsets[state]), int(self.offsets[state + 1])
         i = lo + int(np.searchsorted(self.tokens[lo:hi], token))
         if i < hi and int(self.tokens[i]) == token:
@@ -125,13 +116,9 @@ class HostTables:
 
     def steps(self, states: np.ndarray, token: int) -> np.ndarray:
         """δ(q, token) for each of ``states`` (-1 where there is no transition)."""
-        if self.table is not None:
-            return self.table[states, token]
-        edges, owner = _ranges(self.offsets, states)
-        out = np.full(self.num_states, -1, dtype=np.int64)
-        hit = self.tokens[edges] == token
-        out[owner[hit]] = self.next_states[edges[hit]]
-        return out[states]
+        want = states * self.vocab_size + token
+        i = np.minimum(np.searchsorted(self.keys, want), self.keys.size - 1)
+        return np.where(self.keys[i] == want, self.next_states[i], -1)
 
     # -- one position of a sweep, on the states reachable there --
 
