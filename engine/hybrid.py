@@ -10,6 +10,9 @@ constraint's forced tokens after it, and goes on while the draft agrees. At the
 first disagreement (or after the whole draft) its own token ends the round.
 Both caches then hold exactly the kept prefix: the verifier's is truncated, the
 drafter never cached the draft. The draft length follows the recent acceptance.
+While drafting does not pay (:mod:`.hybrid_schedule`: the tokens a round keeps
+against the measured cost of a draft, a verify and a verifier-only step) the
+verifier decodes alone, one step per token, and drafting is probed again later.
 
 Greedy hybrid output is token-for-token the verifier's own greedy output (under
 the same constraint); sampled output has the verifier's distribution.
@@ -342,9 +345,7 @@ class HybridEngine:
                 t2 = clock()
                 kept = verifier.keep(draft.tokens, rnd.tokens)
                 schedule.after_round(
-                    rnd.forced.count(False),
-                    t1 - t0 if warm else None,
-                    t2 - t1 if prefilled else None,
+                    rnd.forced.count(False), t1 - t0, t2 - t1 if prefilled else None, cold=not warm
                 )
                 lengths.update(len(draft.tokens), kept)
                 stats.draft_nfe += draft.nfe

@@ -16,8 +16,9 @@ per :class:`HybridEngine` (they are properties of the model pair and the
 machine), so a request starts from what the previous ones measured.
 
 While drafting does not pay, the verifier decodes alone and drafting is probed
-again after ``interval`` AR steps; a failed probe doubles the interval (up to a
-maximum), a probe that pays resets it.
+again after ``interval`` times as many AR steps as the failed round cost (a
+request's first draft also prefills the drafter, which can cost many steps); a
+failed probe doubles the interval (up to a maximum), a probe that pays resets it.
 """
 
 from __future__ import annotations
@@ -113,9 +114,15 @@ class Scheduler:
             return True
         return False
 
-    def after_round(self, model_tokens: int, draft_s: float | None, verify_s: float | None) -> None:
-        """Record a draft round: tokens the models chose, and its two costs (None: not measured)."""
-        if draft_s is not None:
+    def after_round(
+        self, model_tokens: int, draft_s: float, verify_s: float | None, *, cold: bool = False
+    ) -> None:
+        """Record a draft round: tokens the models chose and what its draft and verify took.
+
+        ``cold``: the draft also prefilled the drafter's cache (a request's first draft),
+        so its time is not a draft's cost; ``verify_s`` None: the verify was the prefill.
+        """
+        if not cold:
             self.draft.add(draft_s)
         if verify_s is not None:
             self.verify.add(verify_s)
@@ -134,7 +141,11 @@ class Scheduler:
             if self._probing:
                 self.interval = min(2 * self.interval, self.max_interval)
             self.drafting = False
-            self._countdown = self.interval
+            # Back off in units of what this round cost (a cold draft's prefill included),
+            # so probing stays a bounded share (about 1 / interval) of the decoding time.
+            spent = draft_s + (verify_s if verify_s is not None else self.verify.value or 0.0)
+            step = self.ar.value or self.verify.value or spent or 1.0
+            self._countdown = self.interval * max(1, math.ceil(spent / step))
         self._probing = False
 
     def after_ar_step(self, seconds: float | None) -> None:
