@@ -330,14 +330,14 @@ class HybridEngine:
             schedule.draft_length or config.block_length, min(opts.min_draft, top), top
         )
         clock = opts.clock
-        k = 0
+        k = chosen = 0  # drafts, model-chosen tokens
         while True:
             left = budget - len(out)
             # A draft needs room for the verifier's own token after it.
             length = min(lengths.length, left - 1)
             prefilled = verifier.prefilled  # the prefill's time is not a step's cost
-            if length >= 1 and schedule.draft_next():
-                warm = drafter.drafts > 0
+            warm = drafter.drafts > 0
+            if length >= 1 and schedule.draft_next(cold=not warm, chosen=chosen):
                 t0 = clock()
                 draft = self._draft(drafter, length, c, config, seed, k, gen, left)
                 t1 = clock()
@@ -364,6 +364,7 @@ class HybridEngine:
                 row.nfe += 1
                 path = "ar"
             stats.verify_nfe += 1
+            chosen += rnd.forced.count(False)
             text = self._text(rnd.tokens)
             out += text
             stats.path_tokens[path] += len(text)
@@ -375,6 +376,7 @@ class HybridEngine:
                 break
             drafter.accept(rnd.tokens)
         schedule.draft_length = lengths.length
+        schedule.end_request(chosen)
         row.tokens = len(out)
         return out
 

@@ -19,6 +19,9 @@ While drafting does not pay, the verifier decodes alone and drafting is probed
 again after ``interval`` times as many AR steps as the failed round cost (a
 request's first draft also prefills the drafter, which can cost many steps); a
 failed probe doubles the interval (up to a maximum), a probe that pays resets it.
+A request's first draft also prefills the drafter's cache: outside a probe, a
+request starts drafting only if the saving over an average request's remaining
+model-chosen tokens exceeds that prefill (:meth:`Scheduler.cold_start_pays`).
 """
 
 from __future__ import annotations
@@ -86,6 +89,10 @@ class Scheduler:
         self.first_interval, self.max_interval = first_interval, max_interval
         self.smoothing = smoothing
         self.draft, self.verify, self.ar = CostMeter(), CostMeter(), CostMeter()
+        #: Seconds of a request's first draft, which also prefills the drafter's cache.
+        self.cold = CostMeter()
+        #: Moving average of model-chosen tokens per request (None: no request yet).
+        self.tokens_per_request: float | None = None
         #: Moving average of model-chosen tokens per draft round (None: no round yet).
         self.tokens_per_round: float | None = None
         #: Verifier-only steps before the next probe once drafting stops paying.
@@ -105,10 +112,32 @@ class Scheduler:
         ca = self.ar.value if self.ar.value is not None else cv
         return m * ca > cd + cv
 
-    def draft_next(self) -> bool:
-        """Whether the next round drafts (a probe when the verifier was decoding alone)."""
-        if not self.adaptive or self.drafting:
+    def cold_start_pays(self, chosen: int) -> bool:
+        """Whether prefilling the drafter now pays off over the rest of an average request.
+
+        ``chosen``: model-chosen tokens the request has so far. Drafting saves
+        ``c_ar - (c_draft + c_verify) / E[m]`` seconds per model-chosen token; the
+        request's first draft costs the prefill on top (``c_cold - c_draft``).
+        """
+        m, cv, cold = self.tokens_per_round, self.verify.value, self.cold.value
+        if m is None or cv is None or cold is None or m <= 0:
+            return True  # not measured yet: explore
+        cd = self.draft.value if self.draft.value is not None else cold  # pessimistic
+        ca = self.ar.value if self.ar.value is not None else cv
+        gain = ca - (cd + cv) / m
+        left = math.inf if self.tokens_per_request is None else self.tokens_per_request - chosen
+        return gain > 0 and left * gain > cold - cd
+
+    def draft_next(self, *, cold: bool = False, chosen: int = 0) -> bool:
+        """Whether the next round drafts (a probe when the verifier was decoding alone).
+
+        ``cold``: the drafter has not drafted in this request yet (its cache is empty);
+        ``chosen``: model-chosen tokens the request has so far.
+        """
+        if not self.adaptive:
             return True
+        if self.drafting:
+            return not cold or self.cold_start_pays(chosen)
         if self._countdown <= 0:
             self._probing = True
             return True
@@ -122,8 +151,7 @@ class Scheduler:
         ``cold``: the draft also prefilled the drafter's cache (a request's first draft),
         so its time is not a draft's cost; ``verify_s`` None: the verify was the prefill.
         """
-        if not cold:
-            self.draft.add(draft_s)
+        (self.cold if cold else self.draft).add(draft_s)
         if verify_s is not None:
             self.verify.add(verify_s)
         prev = self.tokens_per_round
@@ -153,3 +181,8 @@ class Scheduler:
         if seconds is not None:
             self.ar.add(seconds)
         self._countdown -= 1
+
+    def end_request(self, chosen: int) -> None:
+        """Record a finished request's model-chosen tokens."""
+        prev, a = self.tokens_per_request, self.smoothing
+        self.tokens_per_request = float(chosen) if prev is None else (1 - a) * prev + a * chosen
