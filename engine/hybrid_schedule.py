@@ -18,7 +18,8 @@ machine), so a request starts from what the previous ones measured.
 While drafting does not pay, the verifier decodes alone and drafting is probed
 again after ``interval`` times as many AR steps as the failed round cost (a
 request's first draft also prefills the drafter, which can cost many steps); a
-failed probe doubles the interval (up to a maximum), a probe that pays resets it.
+failed probe doubles the interval (up to a maximum), a probe that pays resets it;
+a probe that must prefill the drafter first waits that much longer again.
 A request's first draft also prefills the drafter's cache: outside a probe, a
 request starts drafting only if the saving over an average request's remaining
 model-chosen tokens exceeds that prefill (:meth:`Scheduler.cold_start_pays`).
@@ -138,10 +139,18 @@ class Scheduler:
             return True
         if self.drafting:
             return not cold or self.cold_start_pays(chosen)
-        if self._countdown <= 0:
+        if self._countdown <= -(self._prefill_steps() if cold else 0):
             self._probing = True
             return True
         return False
+
+    def _prefill_steps(self) -> int:
+        """A cold probe waits ``interval`` times longer by the steps its drafter prefill costs."""
+        cold, cd = self.cold.value, self.draft.value
+        ca = self.ar.value if self.ar.value is not None else self.verify.value
+        if cold is None or cd is None or not ca:
+            return 0
+        return self.interval * math.ceil(max(cold - cd, 0.0) / ca)
 
     def after_round(
         self, model_tokens: int, draft_s: float, verify_s: float | None, *, cold: bool = False

@@ -240,6 +240,16 @@ def test_scheduler_rule_backoff_and_reset() -> None:
     assert s.drafting
     s.after_round(0, 0.5, 0.5)  # E[m] ~ 0.58: stop; not a probe, so the interval stays 2
     assert not s.drafting and s.interval == 2 and ar_steps_until_probe() == 2
+    s.after_round(0, 0.5, 0.5)  # a failed probe: interval 4, 4 steps until the next one...
+    for _ in range(4):
+        s.after_ar_step(1.0)
+    assert s.draft_next()
+    # ...unless it would prefill the drafter (c_cold = 4 s = 3.5 steps more than a draft):
+    # then 4 x 4 steps more. A request that is drafting starts drafting only if it pays.
+    assert not s.draft_next(cold=True)
+    for _ in range(16):
+        s.after_ar_step(1.0)
+    assert s.draft_next(cold=True)
 
 
 @pytest.mark.parametrize("draft_cost", [0.0, 10.0])
