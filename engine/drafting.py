@@ -96,7 +96,6 @@ class Drafter:
         self.model = model
         self.bidirectional = cfg.attention == "bidirectional"
         dev = next(model.parameters()).device
-        dtype = next(model.parameters()).dtype
         pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         seg, _ = left_pad([prompt], pad_id, dev)
         if self.bidirectional:
@@ -105,10 +104,14 @@ class Drafter:
         # Only a bidirectional drafter re-reads its whole history at each draft.
         self.history = seg if self.bidirectional else None
         self.position = len(prompt)
-        size = max(capacity, len(prompt) + 2 * cfg.block_length + 8)
-        self.cache = KVCache(cfg, 1, size, device=dev, dtype=dtype)
+        # Allocated by the first draft: a request the verifier decodes alone never needs it.
+        self.cache: KVCache | None = None
+        self._size = max(capacity, len(prompt) + 2 * cfg.block_length + 8)
+        self._dtype = next(model.parameters()).dtype
         self._carry = seg
         self._cache_len = 0
+        # Kept tokens not yet turned into tensors, (tokens, first position) per round.
+        self._pieces: list[tuple[list[int], int]] = []
         #: Drafts made so far (the first one also prefills the cache).
         self.drafts = 0
 
@@ -130,36 +133,51 @@ class Drafter:
             torch.ones(1, length, dtype=torch.bool, device=self.device),
         )
 
-    def _start(self, length: int) -> None:
+    def _flush(self) -> None:
+        """Turn the kept tokens accepted since the last draft into one pending segment."""
+        if not self._pieces:
+            return
+        tokens = [t for piece, _ in self._pieces for t in piece]
+        positions = [start + i for piece, start in self._pieces for i in range(len(piece))]
+        ids = [0 if self.bidirectional else start for piece, start in self._pieces for _ in piece]
+        dev = self.device
+        seg = Segment(
+            torch.tensor([tokens], dtype=torch.long, device=dev),
+            torch.tensor([positions], dtype=torch.long, device=dev),
+            torch.tensor([ids], dtype=torch.long, device=dev),
+            torch.ones(1, len(tokens), dtype=torch.bool, device=dev),
+        )
+        self._pieces.clear()
+        self.pending = self._carry.cat(seg)
+        self._carry = self.pending
+        if self.history is not None:
+            self.history = self.history.cat(seg)
+
+    def _start(self, length: int) -> KVCache:
+        self._flush()
         self.drafts += 1
+        if self.cache is None:
+            need = max(self._size, self.pending.length + length + 8)
+            self.cache = KVCache(self.model.config, 1, need, device=self.device, dtype=self._dtype)
         if self.history is not None:
             self.cache.truncate(0)
             self.pending = self.history
         grow_cache(self.cache, self.cache.length + self.pending.length + length)
         self._cache_len = self.cache.length
         self._carry = self.pending
+        return self.cache
 
     def cancel(self) -> None:
         """Forget a draft that failed midway: the cache and pending tokens are as before it."""
-        self.cache.truncate(min(self._cache_len, self.cache.length))
+        if self.cache is not None:
+            self.cache.truncate(min(self._cache_len, self.cache.length))
         self._carry = self.pending
 
     def accept(self, tokens: list[int]) -> None:
         """Append the tokens kept this round; they enter the cache with the next draft."""
-        if not tokens:
-            return
-        n = len(tokens)
-        seg = Segment(
-            torch.tensor([tokens], dtype=torch.long, device=self.device),
-            (self.position + torch.arange(n, device=self.device)).unsqueeze(0),
-            self._ids(n, self.position),
-            torch.ones(1, n, dtype=torch.bool, device=self.device),
-        )
-        self.pending = self._carry.cat(seg)
-        self._carry = self.pending
-        if self.history is not None:
-            self.history = self.history.cat(seg)
-        self.position += n
+        if tokens:
+            self._pieces.append((list(tokens), self.position))
+            self.position += len(tokens)
 
     def denoise(
         self,
@@ -171,7 +189,7 @@ class Drafter:
         block_index: int,
     ) -> Draft:
         """A block of ``length`` by multi-step denoising; the constraint is not advanced."""
-        self._start(length)
+        cache = self._start(length)
         block = self._masked_block(length)
         cfg = GenerationConfig(
             max_new_tokens=length,
@@ -184,7 +202,7 @@ class Drafter:
         )
         res = denoise_block(
             self.model,
-            self.cache,
+            cache,
             self.pending,
             block,
             cfg,
@@ -210,7 +228,7 @@ class Drafter:
         """One forward pass over [pending + masked block]; the block's logits fp32 [L, V]."""
         cfg = self.model.config
         shift = cfg.logits_shift
-        self._start(length)
+        cache = self._start(length)
         seg = self.pending.cat(self._masked_block(length))
         commit = self.pending.length - shift
         logits = self.model(
@@ -218,7 +236,7 @@ class Drafter:
             positions=seg.positions,
             block_ids=seg.block_ids,
             valid=seg.valid,
-            cache=self.cache,
+            cache=cache,
             commit_len=commit,
         )
         self._carry = self.pending.slice(commit)
