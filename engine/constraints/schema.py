@@ -34,7 +34,7 @@ from .json_values import canonical, json_type
 from .numeric_ranges import Bound, any_number, integer_range, number_range
 from .object_members import ordered_members
 from .regex_text import MAX_SYNTAX_DEPTH, alt, literal, optional, repeat, seq, syntax_depth
-from .schema_facts import Facts, excludes, flat_facts, union_facts
+from .schema_facts import Facts, excludes, flat_facts, separating_part, union_facts
 from .schema_keywords import (
     ARRAY_KEYWORDS,
     JSON_TYPES,
@@ -371,39 +371,61 @@ class _Compiler:
                 )
             )
         if combo.kind == "oneOf" and len(combo.branches) > 1:
-            self._check_disjoint(combo, flat, expansions, results)
+            results = self._separate(combo, flat, others, refs, pointer, expansions, results)
         return alt(results)
 
-    def _check_disjoint(
+    def _separate(
         self,
         combo: _Combo,
         flat: list[tuple[dict[str, Any], str]],
+        others: list[_Combo],
+        refs: tuple[str, ...],
+        pointer: str,
         expansions: list[_Expanded | None],
         results: list[str | None],
-    ) -> None:
-        facts_gen = [
-            self._facts(flat + e.flat, e.combos, generated=True) if e is not None else None
-            for e in expansions
-        ]
-        facts_val = [
+    ) -> list[str | None]:
+        """The branches of a ``oneOf``, each narrowed so that its values fail every other branch.
+
+        A branch that overlaps another gets a separating part (a required discriminator, or
+        a key the other branch requires never written); one that cannot be separated is not
+        generated. Refuses when no branch is left.
+        """
+        val = [
             self._facts(flat + e.flat, e.combos, generated=False) if e is not None else None
             for e in expansions
         ]
-        for i, regex in enumerate(results):
-            if regex is None:
+        out = list(results)
+        for i, e in enumerate(expansions):
+            if e is None or out[i] is None:
                 continue
-            for j, (branch, _) in enumerate(combo.branches):
-                if i == j or facts_val[j] is None:
-                    continue
-                gen = facts_gen[i]
-                assert gen is not None
-                if not excludes(gen, facts_val[j], lambda v, b=branch: self.is_valid(v, b)):
-                    self.refuse(
-                        "oneOf",
-                        combo.pointer,
-                        f"branches {i} and {j} may both match one value (cannot prove them disjoint)",
-                    )
-                    return
+            extra: list[tuple[dict[str, Any], str]] = []
+            while True:
+                gen = self._facts(flat + e.flat + extra, e.combos, generated=True)
+                blocker = next(
+                    (
+                        j
+                        for j, (branch, _) in enumerate(combo.branches)
+                        if j != i
+                        and val[j] is not None
+                        and not excludes(gen, val[j], lambda v, b=branch: self.is_valid(v, b))
+                    ),
+                    None,
+                )
+                if blocker is None:
+                    break
+                part = separating_part(gen, val[blocker])  # type: ignore[arg-type]
+                if part is None or len(extra) >= len(combo.branches):
+                    out[i] = None
+                    break
+                extra.append((part, combo.branches[i][1]))
+            if extra and out[i] is not None:
+                out[i] = self._compile_parts(
+                    flat + e.flat + extra, others + e.combos, max(refs, e.refs, key=len), pointer
+                )
+        if all(r is None for r in out) and any(r is not None for r in results):
+            self.refuse("oneOf", combo.pointer, "no branch can be proven disjoint from the others")
+            return results
+        return out
 
     def _facts(
         self, flat: list[tuple[dict[str, Any], str]], combos: list[_Combo], *, generated: bool
@@ -423,6 +445,7 @@ class _Compiler:
                 required=base.required | other.required,
                 prop_values={**other.prop_values, **base.prop_values},
                 keys=base.keys if base.keys is not None else other.keys,
+                absent=base.absent | other.absent,
             )
         return base
 

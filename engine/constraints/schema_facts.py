@@ -33,6 +33,7 @@ class Facts:
     required: frozenset[str] = frozenset()  # keys present in every accepted object
     prop_values: dict[str, list[Any]] = field(default_factory=dict)  # key -> the values it can take
     keys: frozenset[str] | None = None  # every key an accepted object can have (None: any)
+    absent: frozenset[str] = frozenset()  # keys no accepted object has (``properties: {k: false}``)
 
 
 def _family_types(schema: dict[str, Any]) -> frozenset[str]:
@@ -92,6 +93,7 @@ def flat_facts(schema: dict[str, Any], *, generated: bool) -> Facts:
         required=frozenset(schema.get("required") or []),
         prop_values=prop_values,
         keys=keys,
+        absent=frozenset(name for name, sub in props.items() if sub is False),
     )
 
 
@@ -110,7 +112,15 @@ def union_facts(many: list[Facts]) -> Facts:
     keys = None
     if all(f.keys is not None for f in many):
         keys = frozenset().union(*(f.keys or frozenset() for f in many))
-    return Facts(types=types, values=values, required=required, prop_values=prop_values, keys=keys)
+    absent = frozenset.intersection(*(f.absent for f in many))
+    return Facts(
+        types=types,
+        values=values,
+        required=required,
+        prop_values=prop_values,
+        keys=keys,
+        absent=absent,
+    )
 
 
 def excludes(gen: Facts, val: Facts, is_valid: Callable[[Any], bool]) -> bool:
@@ -135,4 +145,25 @@ def excludes(gen: Facts, val: Facts, is_valid: Callable[[Any], bool]) -> bool:
                 return True
         if gen.keys is not None and not val.required <= gen.keys:
             return True
+        if val.required & gen.absent:
+            return True
     return False
+
+
+def separating_part(gen: Facts, val: Facts) -> dict[str, Any] | None:
+    """A schema to add to a ``oneOf`` branch (a narrowing) so that its values fail another.
+
+    ``gen`` describes the branch's generated objects, ``val`` the other branch: make a
+    discriminator with disjoint constant values required, or never write a key the other
+    branch requires. None when neither applies.
+    """
+    if not gen.types <= {"object"}:
+        return None
+    for name, values in gen.prop_values.items():
+        other = val.prop_values.get(name)
+        if name in gen.required or other is None or not values:
+            continue
+        if not {canonical(v) for v in values} & {canonical(v) for v in other}:
+            return {"required": [name]}
+    keys = sorted(val.required - gen.required - gen.absent)
+    return {"properties": {keys[0]: False}} if keys else None
