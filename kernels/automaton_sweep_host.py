@@ -21,7 +21,7 @@ so runs of masks at the right of a block cost one lookup per reachable state.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -52,6 +52,10 @@ def _distances(num_states: int, src: np.ndarray, dst: np.ndarray, target: int) -
     return dist
 
 
+#: Up to this many states, a mask step runs over Python sets (fewer NumPy calls).
+SMALL_SET = 64
+
+
 def _ranges(offsets: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(entry ids, owning state) of the CSR lists of ``states``, laid end to end."""
     starts = offsets[states]
@@ -77,6 +81,10 @@ class HostTables:
     dist: np.ndarray
     #: int64 [E]: ``state * V + token`` per state-major entry, ascending (lookups by search).
     keys: np.ndarray
+    #: Successors of each state as Python tuples: small sets step faster in Python than in NumPy.
+    succ: tuple[tuple[int, ...], ...]
+    #: δ looked up so far, keyed ``state * V + token`` (blocks ask the same ones step after step).
+    memo: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_sweep_tables(cls, tables: SweepTables, done_state: int) -> HostTables:
@@ -100,6 +108,9 @@ class HostTables:
             live=live,
             dist=_distances(s, succ_src, succ_dst, done_state),
             keys=keys,
+            succ=tuple(
+                tuple(succ_dst[succ_offsets[q] : succ_offsets[q + 1]].tolist()) for q in range(s)
+            ),
         )
 
     def level(self, m: int) -> np.ndarray:
@@ -114,8 +125,19 @@ class HostTables:
             return int(self.next_states[i])
         return -1
 
+    def cached_step(self, state: int, token: int) -> int:
+        """:meth:`step` through :attr:`memo`."""
+        key = state * self.vocab_size + token
+        found = self.memo.get(key)
+        if found is None:
+            found = self.memo[key] = self.step(state, token)
+        return found
+
     def steps(self, states: np.ndarray, token: int) -> np.ndarray:
         """δ(q, token) for each of ``states`` (-1 where there is no transition)."""
+        if states.size <= SMALL_SET:
+            step = self.cached_step
+            return np.array([step(q, token) for q in states.tolist()], dtype=np.int64)
         want = states * self.vocab_size + token
         i = np.minimum(np.searchsorted(self.keys, want), self.keys.size - 1)
         return np.where(self.keys[i] == want, self.next_states[i], -1)
@@ -182,6 +204,7 @@ class BlockSweep:
         self.forward: list[np.ndarray] = []
         self.backward: list[np.ndarray] = []
         self._viable: list[np.ndarray] = []
+        self._viable_sets: list[frozenset[int] | None] = []
         self._levels: list[int | None] = []
         #: How many full sweeps and incremental updates this row needed (for stats and tests).
         self.full_sweeps = 0
@@ -210,14 +233,14 @@ class BlockSweep:
         return None if self.masked[i] else self.tokens[i]
 
     def _full(self, tokens: list[int], masked: list[bool]) -> None:
-        t = self.tables
         self.tokens, self.masked = tokens, masked
         length = len(tokens)
         self.forward = [np.array([self.entry], dtype=np.int64)]
         for i in range(length):
-            self.forward.append(t.forward(self.forward[-1], self._token(i)))
+            self.forward.append(self._step(i))
         self.backward = [np.empty(0, dtype=bool)] * (length + 1)
         self._viable = [np.empty(0, dtype=np.int64)] * (length + 1)
+        self._viable_sets = [None] * (length + 1)
         self._levels = [None] * (length + 1)
         self._back(length)
         for i in range(length - 1, -1, -1):
@@ -234,20 +257,51 @@ class BlockSweep:
             above = self._levels[i + 1]
             level = min(above + 1, t.num_states) if self.masked[i] and above is not None else None
         self._levels[i] = level
-        if level is None:
+        if level is None and states.size <= SMALL_SET:
+            after, token = self._viable_set(i + 1), self._token(i)
+            if token is None:
+                succ = t.succ
+                keep = [q for q in states.tolist() if not after.isdisjoint(succ[q])]
+            else:
+                step = t.cached_step
+                keep = [q for q in states.tolist() if step(q, token) in after]
+            viable = np.array(keep, dtype=np.int64)
+        elif level is None:
             viable = t.backward(states, self._token(i), self.backward[i + 1])
         else:  # through masks, a level's predecessors are the next level
             viable = states[t.live[states] & (t.dist[states] <= level)]
         out = np.zeros(t.num_states, dtype=bool)
         out[viable] = True
         self._viable[i], self.backward[i] = viable, out
+        self._viable_sets[i] = None
+
+    def _viable_set(self, i: int) -> frozenset[int]:
+        found = self._viable_sets[i]
+        if found is None:
+            found = self._viable_sets[i] = frozenset(self._viable[i].tolist())
+        return found
+
+    def _step(self, i: int) -> np.ndarray:
+        """``forward[i + 1]`` from ``forward[i]``."""
+        states, token = self.forward[i], self._token(i)
+        if states.size > SMALL_SET:
+            return self.tables.forward(states, token)
+        out: set[int] = set()
+        if token is None:
+            succ = self.tables.succ
+            for q in states.tolist():
+                out.update(succ[q])
+        else:
+            step = self.tables.cached_step
+            out = {step(q, token) for q in states.tolist()}
+            out.discard(-1)
+        return np.array(sorted(out), dtype=np.int64)
 
     def _update(self, lo: int, hi: int) -> None:
         """Positions ``lo .. hi`` (some of them) went from masked to fixed."""
-        t = self.tables
         last = hi  # the rightmost position whose forward set may have changed
         for i in range(lo, len(self.tokens)):
-            new = t.forward(self.forward[i], self._token(i))
+            new = self._step(i)
             if i > hi and np.array_equal(new, self.forward[i + 1]):
                 break
             self.forward[i + 1] = new
@@ -276,7 +330,13 @@ class BlockSweep:
 
     def allows(self, pos: int, token: int) -> bool:
         """Is ``token`` allowed at masked position ``pos``?"""
-        return self.tables.allows(self.viable(pos), self.backward[pos + 1], token)
+        states = self._viable[pos]
+        if states.size > SMALL_SET:
+            return self.tables.allows(states, self.backward[pos + 1], token)
+        if not 0 <= token < self.tables.vocab_size:
+            return False
+        after, step = self._viable_set(pos + 1), self.tables.cached_step
+        return any(step(q, token) in after for q in states.tolist())
 
     def allowed(self, pos: int) -> np.ndarray:
         """bool [V]: the tokens allowed at masked position ``pos``."""
