@@ -21,6 +21,7 @@ from typing import Any
 
 from agentflow.engine.chat_template import compact_json
 from agentflow.engine.constraints import compile_json_schema
+from agentflow.engine.constraints.schema import DEFAULT_MAX_REGEX_CHARS
 from agentflow.engine.errors import SchemaError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +141,7 @@ def main() -> None:
     parser.add_argument("--check", action="store_true", help="match every test instance")
     parser.add_argument("--suite", action="store_true", help="also the JSON Schema Test Suite")
     parser.add_argument("--time-limit", type=float, default=2.0)
-    parser.add_argument("--max-regex-chars", type=int, default=1_000_000)
+    parser.add_argument("--max-regex-chars", type=int, default=DEFAULT_MAX_REGEX_CHARS)
     parser.add_argument("--top", type=int, default=40)
     parser.add_argument(
         "--out", type=Path, default=ROOT / "benchmarks" / "results" / "schema_coverage.json"

@@ -341,26 +341,6 @@ def _flatten(node: _Node) -> list[_Node]:
     return list(node.children) if node.kind == "seq" else [node]
 
 
-def _length_range(node: _Node) -> tuple[int, int | None]:
-    if node.kind == "chars":
-        return 1, 1
-    if node.kind == "seq":
-        lo, hi = 0, 0
-        for c in node.children:
-            a, b = _length_range(c)
-            lo += a
-            hi = None if hi is None or b is None else hi + b
-        return lo, hi
-    if node.kind == "alt":
-        ranges = [_length_range(c) for c in node.children]
-        highs = [b for _, b in ranges]
-        return min(a for a, _ in ranges), (None if any(b is None for b in highs) else max(highs))  # type: ignore[type-var]
-    if node.kind == "repeat":
-        a, b = _length_range(node.children[0])
-        return a * node.lo, (None if node.hi is None or b is None else b * node.hi)
-    return 0, 0
-
-
 @dataclass(frozen=True)
 class TranslatedPattern:
     """The encoded-content regex of a pattern and its decoded length range."""
@@ -370,11 +350,20 @@ class TranslatedPattern:
     max_length: int | None
 
 
-def translate_pattern(pattern: str) -> TranslatedPattern:
-    """Translate ``pattern`` (search semantics) to a regex over JSON string content."""
+def translate_pattern(
+    pattern: str, min_length: int = 0, max_length: int | None = None
+) -> TranslatedPattern:
+    """Translate ``pattern`` (search semantics) to a regex over JSON string content.
+
+    With length bounds, each alternative is narrowed to matches of an allowed length
+    (:mod:`.pattern_lengths`); alternatives that cannot fit are dropped.
+    """
+    from .pattern_lengths import fit, length_range
+
+    bounded = min_length > 0 or max_length is not None
     tree = _Parser(pattern).parse()
     branches = tree.children if tree.kind == "alt" else [tree]
-    any_unit = encoded_unit([(0, 0x10FFFF)])
+    padding = _Node("repeat", children=[_Node("chars", ranges=[(0, 0x10FFFF)])], lo=0, hi=None)
     out: list[str | None] = []
     lo_all: int | None = None
     hi_all: int | None = 0
@@ -386,14 +375,19 @@ def translate_pattern(pattern: str) -> TranslatedPattern:
         anchored_end = bool(items) and items[-1].kind == "end"
         if anchored_end:
             items = items[:-1]
-        body = _Node("seq", children=items)
-        a, b = _length_range(body)
-        if not anchored_start or not anchored_end:
-            b = None
+        body = set(range(len(items)))
+        if not anchored_start:
+            items = [padding, *items]
+            body = {i + 1 for i in body}
+        if not anchored_end:
+            items = [*items, padding]
+        node: _Node | None = _Node("seq", children=items)
+        if bounded:
+            node = fit(items, body, min_length, max_length, node)
+            if node is None:
+                continue
+        a, b = length_range(node)
         lo_all = a if lo_all is None else min(lo_all, a)
         hi_all = None if hi_all is None or b is None else max(hi_all, b)
-        regex = _emit(body)
-        prefix = "" if anchored_start else f"{any_unit}*"
-        suffix = "" if anchored_end else f"{any_unit}*"
-        out.append(None if regex is None else f"{prefix}{regex}{suffix}")
+        out.append(_emit(node))
     return TranslatedPattern(alt(out), lo_all or 0, hi_all)

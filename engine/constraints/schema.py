@@ -61,6 +61,11 @@ _ANY_UNIT = (
 _KEY_CHAR_RANGES = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0x10FFFF)]
 
 
+#: Default cap on the regex size. outlines-core's index needs seconds and hundreds of MB
+#: around 100-200k characters (2k-token vocabulary) and did not finish on a 300k one.
+DEFAULT_MAX_REGEX_CHARS = 100_000
+
+
 class OutputValidationError(EngineError):
     """Generated text is not valid JSON for the schema (only possible with ``strict=False``)."""
 
@@ -123,7 +128,7 @@ def compile_json_schema(
     max_depth: int = 3,
     any_depth: int = 1,
     time_limit: float = 2.0,
-    max_regex_chars: int = 1_000_000,
+    max_regex_chars: int = DEFAULT_MAX_REGEX_CHARS,
 ) -> CompiledSchema:
     """Compile ``schema`` (a dict or bool) to a :class:`CompiledSchema`.
 
@@ -708,6 +713,10 @@ class _Compiler:
             if not fits:
                 if max_len is not None and tp.min_length > max_len:
                     return None
+                # Narrow the pattern's repeats to the length bounds (a sound subset).
+                bounded = translate_pattern(pattern, min_len, max_len)
+                if bounded.regex is not None:
+                    return seq(_QUOTE, bounded.regex, _QUOTE)
                 self.refuse(
                     "maxLength" if max_len is not None else "minLength",
                     pointer,

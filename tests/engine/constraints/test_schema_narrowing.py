@@ -1,0 +1,177 @@
+"""The front end's size-saving and narrowing steps: ordered members, nesting depth,
+separated ``oneOf`` branches, patterns fitted to length bounds. Each is checked for
+soundness (every match validates) and for what it still accepts."""
+
+from __future__ import annotations
+
+import itertools
+import random
+import re
+from typing import Any
+
+import jsonschema
+import pytest
+from outlines_core import Index, Vocabulary
+
+from agentflow.engine.chat_template import compact_json
+from agentflow.engine.constraints import compile_json_schema
+from agentflow.engine.constraints.object_members import ordered_members
+from agentflow.engine.constraints.regex_text import MAX_SYNTAX_DEPTH, syntax_depth
+from agentflow.engine.errors import SchemaError
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 7])
+def test_ordered_members_is_exact(n: int) -> None:
+    rnd = random.Random(n)
+    names = "abcdefg"[:n]
+    for _ in range(6):
+        required = {c for c in names if rnd.random() < 0.3}
+        regex = ordered_members([(c, c in required) for c in names], ",")
+        assert regex is not None
+        pattern = re.compile(regex)
+        for k in range(n + 1):
+            for chosen in itertools.combinations(names, k):
+                text = ",".join(chosen)
+                expected = bool(chosen) and required <= set(chosen)
+                assert (pattern.fullmatch(text) is not None) == expected, (required, text)
+                if k >= 2:  # out of declaration order: never
+                    assert pattern.fullmatch(",".join(reversed(chosen))) is None
+
+
+def test_ordered_members_size_and_depth_stay_small() -> None:
+    entries = [(f"m{i:03d}", False) for i in range(256)]
+    regex = ordered_members(entries, ",")
+    assert regex is not None
+    body = sum(len(e) for e, _ in entries)
+    assert len(regex) < 12 * body  # O(n log n), not quadratic
+    assert syntax_depth(regex) < 60
+
+
+def _index_accepts(regex: str) -> bool:
+    vocab = Vocabulary(3, {bytes([c]): [c] for c in range(48, 123)})
+    try:
+        Index(regex, vocab)
+    except Exception:  # outlines-core reports the regex-syntax nest limit as a build error
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d: "(?:" * d + "a" + ")" * d,
+        lambda d: "(?:b" * d + "a" + ")" * d,
+        lambda d: "(?:bc|c" * d + "a" + ")" * d,
+        lambda d: "(?:" * d + "a" + ")?" * d,
+        lambda d: "(?:" * d + "[ab]" + ")" * d,
+    ],
+)
+def test_syntax_depth_never_underestimates_outlines_nest_limit(make: Any) -> None:
+    for d in range(70, 260, 9):
+        regex = make(d)
+        if syntax_depth(regex) <= MAX_SYNTAX_DEPTH:
+            assert _index_accepts(regex), d
+
+
+def test_too_deep_schema_is_refused_before_indexing() -> None:
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(80):
+        schema = {"type": "object", "properties": {"a": schema, "b": {"type": "string"}}}
+    with pytest.raises(SchemaError, match="nests deeper"):
+        compile_json_schema(schema)
+
+
+def _check_sound(schema: dict[str, Any], samples: list[Any]) -> int:
+    compiled = compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    accepted = 0
+    for value in samples:
+        if compiled.matches(compact_json(value)):
+            assert validator.is_valid(value), value
+            accepted += 1
+    return accepted
+
+
+def _objects(keys: list[str], rnd: random.Random, count: int) -> list[dict[str, Any]]:
+    out = []
+    for _ in range(count):
+        chosen = [k for k in keys if rnd.random() < 0.5]
+        out.append({k: rnd.choice([1, 2.5, "x", "circle", "square"]) for k in chosen})
+    return out
+
+
+def test_one_of_required_keys_is_separated() -> None:
+    schema = {
+        "type": "object",
+        "properties": {k: {"type": "number"} for k in ("radius", "length", "width", "height")},
+        "oneOf": [{"required": ["radius"]}, {"required": ["length", "width"]}],
+    }
+    compiled = compile_json_schema(schema)
+    assert compiled.matches('{"radius":1}')
+    assert compiled.matches('{"length":1,"width":2}')
+    assert not compiled.matches('{"radius":1,"length":1,"width":2}')
+    rnd = random.Random(0)
+    assert _check_sound(schema, _objects(["radius", "length", "width", "height"], rnd, 400)) > 0
+
+
+def test_one_of_branch_that_cannot_be_separated_is_dropped() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"radius": {"type": "number"}, "height": {"type": "number"}},
+        "oneOf": [{"required": ["radius"]}, {"required": ["radius", "height"]}],
+    }
+    compiled = compile_json_schema(schema)
+    assert compiled.matches('{"radius":1}')
+    assert not compiled.matches('{"radius":1,"height":2}')
+    _check_sound(schema, _objects(["radius", "height"], random.Random(1), 200))
+
+
+def test_one_of_discriminator_is_made_required() -> None:
+    schema = {
+        "type": "object",
+        "oneOf": [
+            {"properties": {"shape": {"enum": ["circle"]}, "radius": {"type": "number"}}},
+            {"properties": {"shape": {"enum": ["square"]}, "side": {"type": "number"}}},
+        ],
+    }
+    compiled = compile_json_schema(schema)
+    assert compiled.matches('{"shape":"circle","radius":2}')
+    assert not compiled.matches("{}")
+    _check_sound(schema, _objects(["shape", "radius", "side"], random.Random(2), 400))
+
+
+def test_overlapping_one_of_without_separation_is_still_refused() -> None:
+    with pytest.raises(SchemaError):
+        compile_json_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]})
+
+
+def _strings(rnd: random.Random) -> list[str]:
+    out = []
+    for alphabet in ("abcdz019:.-_ é", "0123-", "ab"):
+        for _ in range(3000):
+            out.append("".join(rnd.choice(alphabet) for _ in range(rnd.randint(0, 9))))
+    return out
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "string", "pattern": "[a-zA-Z0-9_.-]+", "minLength": 3, "maxLength": 255},
+        {"type": "string", "pattern": "^([a-z0-9-]+):([a-z0-9.-]+)$", "maxLength": 9},
+        {"type": "string", "pattern": "^[\\w]+$", "minLength": 3, "maxLength": 5},
+        {"type": "string", "pattern": "^[0-9]{2,5}-?[0-9]{1,4}$", "minLength": 6, "maxLength": 7},
+        {"type": "string", "pattern": "ab", "minLength": 4, "maxLength": 5},
+        {"type": "string", "pattern": "^(a|bcd)+$", "maxLength": 4},
+    ],
+)
+def test_pattern_fitted_to_length_bounds_is_sound(schema: dict[str, Any]) -> None:
+    compiled = compile_json_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    accepted = [s for s in _strings(random.Random(3)) if compiled.matches(compact_json(s))]
+    assert all(validator.is_valid(s) for s in accepted)
+    assert accepted, "the narrowed pattern should still accept some strings"
+
+
+def test_pattern_that_cannot_fit_its_lengths_is_empty_or_refused() -> None:
+    with pytest.raises(SchemaError):
+        compile_json_schema({"type": "string", "pattern": "^a{5}$", "maxLength": 3})
