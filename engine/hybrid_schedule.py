@@ -121,12 +121,16 @@ class Scheduler:
         request's first draft costs the prefill on top (``c_cold - c_draft``).
         """
         m, cv, cold = self.tokens_per_round, self.verify.value, self.cold.value
-        if m is None or cv is None or cold is None or m <= 0:
+        left = math.inf if self.tokens_per_request is None else self.tokens_per_request - chosen
+        # A round of m <= 1 tokens saves nothing, nor does drafting for a last token (the
+        # verifier's own token comes with the pass it makes anyway), whatever the costs.
+        if (m is not None and m <= 1) or left <= 1:
+            return False
+        if m is None or cv is None or cold is None:
             return True  # not measured yet: explore
         cd = self.draft.value if self.draft.value is not None else cold  # pessimistic
         ca = self.ar.value if self.ar.value is not None else cv
         gain = ca - (cd + cv) / m
-        left = math.inf if self.tokens_per_request is None else self.tokens_per_request - chosen
         return gain > 0 and left * gain > cold - cd
 
     def draft_next(self, *, cold: bool = False, chosen: int = 0) -> bool:

@@ -84,7 +84,7 @@ def greedy_pick(logits: Tensor, allowed: Tensor | None, top: int | None = None) 
     """
     if top is None:
         top = int(logits.argmax())
-    if bool(logits[top] > float("-inf")) and (allowed is None or is_allowed(allowed, top)):
+    if float(logits[top]) > float("-inf") and (allowed is None or is_allowed(allowed, top)):
         return top
     tok, _ = select_tokens(
         logits.unsqueeze(0),

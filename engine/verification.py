@@ -80,7 +80,8 @@ class Verifier:
         kept = 0
         while kept < min(len(draft), len(emitted)) and draft[kept] == emitted[kept]:
             kept += 1
-        self.cache.truncate(self.cache.length - len(draft) + kept)
+        if kept < len(draft):
+            self.cache.truncate(self.cache.length - len(draft) + kept)
         self.position += len(self.unseen) + kept
         self.unseen = emitted[kept:]
         return kept

@@ -252,6 +252,20 @@ def test_scheduler_rule_backoff_and_reset() -> None:
     assert s.draft_next(cold=True)
 
 
+def test_scheduler_cold_start_needs_a_request_long_enough_to_pay() -> None:
+    s = Scheduler()
+    s.after_round(3, 4.0, None, cold=True)  # prefill 4 s (with a draft)
+    s.after_round(3, 0.5, 0.5)  # E[m] = 3: 3 x c_ar (0.5 assumed) > 1, drafting pays
+    s.after_ar_step(1.0)  # c_ar = 1: each model-chosen token saves 1 - (0.5 + 0.5) / 3 = 2/3 s
+    s.end_request(4)
+    assert s.drafting and s.tokens_per_request == 4
+    # An average request has 4 model-chosen tokens: (4 - 0) x 2/3 < 4 - 0.5, no prefill.
+    assert not s.draft_next(cold=True) and s.draft_next()
+    s.end_request(20)  # now 12 on average: 12 x 2/3 > 3.5
+    assert s.draft_next(cold=True)
+    assert not s.draft_next(cold=True, chosen=11)  # one token left: nothing to save
+
+
 @pytest.mark.parametrize("draft_cost", [0.0, 10.0])
 def test_scheduler_switch_keeps_greedy_exact(draft_cost: float) -> None:
     """Free drafts: every round drafts. Costly drafts: the verifier decodes alone, with probes."""
