@@ -101,8 +101,13 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="agentflow-demo-") as tmp:
         db_path = args.db if args.db is not None else Path(tmp) / "shop.db"
         agent = build_agent(db_path, model=model)
-        if args.mode is not None:
-            agent.mode = args.mode
+        mode = args.mode
+        if mode is None and args.model in (None, "agentflow-tiny-dlm"):
+            # The packaged pair: diffusion where the drafter is confident, the verifier
+            # where it is not (docs/decisions.md, "The demo decodes in auto mode").
+            mode = "auto"
+        if mode is not None:
+            agent.mode = mode
         if not args.json:
             print(f"customer: {args.message}")
         result = anyio.run(lambda: agent.run(args.message))

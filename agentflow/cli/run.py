@@ -96,6 +96,9 @@ def print_run(result: Any) -> None:
     for step in result.steps:
         print(f"step {step.index + 1} [{step.agent}]", end="")
         mode = getattr(step.usage, "mode", "")
+        reason = getattr(step.usage, "reason", "")
+        if mode and reason and reason != "requested":
+            mode = f"{mode}: {reason}"  # e.g. auto fell back to hybrid, and why
         print(f" ({mode}, {step.usage.seconds:.2f}s)" if mode else f" ({step.usage.seconds:.2f}s)")
         if step.retry_reason:
             print(f"  rejected: {step.retry_reason}")

@@ -51,3 +51,15 @@ def test_missing_example_is_a_clear_error(
 def test_base_url_needs_an_openai_model(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--base-url", "http://127.0.0.1:9/v1"]) == 2
     assert "--base-url applies to 'openai:MODEL'" in capsys.readouterr().err
+
+
+def test_the_shipped_models_answer_the_demo_request(capsys: pytest.CaptureFixture[str]) -> None:
+    # What `make demo` shows: the packaged pair (auto mode) looks the order up with the
+    # customer's number, gets the row from SQLite and then gives a final answer.
+    assert main(["demo", "--json"]) == 0
+    run = json.loads(capsys.readouterr().out)
+    results = [r for step in run["steps"] for r in step["tool_results"]]
+    assert results and results[0]["name"] == "get_order"
+    assert results[0]["arguments"] == {"order_id": "58213"}
+    assert results[0]["error"] is None and results[0]["result"]["status"] == "shipped"
+    assert run["completed"] is True and run["output"]
