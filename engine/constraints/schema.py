@@ -764,13 +764,20 @@ class _Compiler:
                 self.refuse(key, pointer, "not supported by the constraint compiler")
         min_items = _count(schema, "minItems", pointer) or 0
         max_items = _count(schema, "maxItems", pointer)
-        if schema.get("uniqueItems") is True and (max_items is None or max_items > 1):
-            self.refuse("uniqueItems", pointer, "uniqueness of items is not enforced")
         prefix_schemas = schema.get("prefixItems") or []
         if not isinstance(prefix_schemas, list):
             raise SchemaError(
                 "prefixItems must be an array", keyword="prefixItems", pointer=pointer
             )
+        if schema.get("uniqueItems") is True and (max_items is None or max_items > 1):
+            values = (
+                None
+                if prefix_schemas
+                else self._finite_items(schema.get("items", True), _child(pointer, "items"), refs)
+            )
+            if values is not None:
+                return self._unique_array(values, min_items, max_items)
+            self.refuse("uniqueItems", pointer, "uniqueness is enforced only for finite item sets")
         prefix = [
             self._sub(s, _child(pointer, "prefixItems", i), refs)
             for i, s in enumerate(prefix_schemas)
@@ -810,6 +817,50 @@ class _Compiler:
             return None
         return f"\\x5b{ws}{inner}{ws}\\x5d" if inner else f"\\x5b{ws}\\x5d"
 
+    def _finite_items(self, items: Any, pointer: str, refs: tuple[str, ...]) -> list[Any] | None:
+        """The distinct valid values of an ``items`` schema that is an enum, a const or
+        boolean (None when it is not finite in one of these ways)."""
+        expanded = self.expand(items, pointer, refs)
+        if expanded is None:
+            return []
+        if expanded.combos or not expanded.flat:
+            return None
+        merged = merge_flat([p for p, _ in expanded.flat], pointer)
+        if "const" in merged:
+            candidates = [merged["const"]]
+        elif isinstance(merged.get("enum"), list):
+            candidates = list(merged["enum"])
+        elif merged.get("type") in ("boolean", ["boolean"]):
+            candidates = [True, False]
+        else:
+            return None
+        out: list[Any] = []
+        seen: set[Any] = set()
+        for value in candidates:
+            self._tick(pointer)
+            key = canonical(value)
+            if key not in seen and self.is_valid(value, items):
+                seen.add(key)
+                out.append(value)
+        return out
+
+    def _unique_array(self, values: list[Any], min_items: int, max_items: int | None) -> str | None:
+        """Arrays of distinct ``values``: each written at most once, in the listed order (a
+        narrowing); the first ``min_items`` are always written."""
+        texts = [literal(json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for v in values]
+        if max_items is not None:
+            texts = texts[:max_items]
+        if min_items > len(texts):
+            return None
+        ws = self.ws
+        members = ordered_members(
+            [(t, i < min_items) for i, t in enumerate(texts)], f"{ws}\\x2c{ws}"
+        )
+        if members is None:
+            return f"\\x5b{ws}\\x5d"
+        inner = members if min_items > 0 else optional(members)
+        return f"\\x5b{ws}{inner}{ws}\\x5d"
+
     def _object(self, schema: dict[str, Any], pointer: str, refs: tuple[str, ...]) -> str | None:
         props = schema.get("properties") or {}
         if not isinstance(props, dict):
@@ -846,8 +897,6 @@ class _Compiler:
         names = [n for n in names if n not in forbidden]
         min_props = _count(schema, "minProperties", pointer)
         max_props = _count(schema, "maxProperties", pointer)
-        if min_props is not None and min_props > len(set(required)):
-            self.refuse("minProperties", pointer, "more properties than the required ones")
         ws = self.ws
         entries: list[tuple[str, str, bool]] = []  # (name, regex of `"name":value`, required)
         for name in names:
@@ -869,12 +918,9 @@ class _Compiler:
             value = self._sub(extra_schema, _child(pointer, "additionalProperties"), refs)
             key = _string_not_in(set(props) | set(required))
             extra = None if value is None or key is None else f"{key}{ws}\\x3a{ws}{value}"
-        if max_props is not None and (
-            max_props < len(set(required)) or extra is not None or len(entries) > max_props
-        ):
-            if max_props < len(set(required)):
-                return None
-            self.refuse("maxProperties", pointer, "fewer properties than may be written")
+        entries, extra = self._property_counts(entries, extra, min_props, max_props, pointer)
+        if entries is None:
+            return None
         comma = f"{ws}\\x2c{ws}"
 
         declared = ordered_members([(e, r) for _, e, r in entries], comma)
@@ -892,6 +938,40 @@ class _Compiler:
         if inner is None:
             return None
         return f"\\x7b{ws}{inner}{ws}\\x7d"
+
+    def _property_counts(
+        self,
+        entries: list[tuple[str, str, bool]],
+        extra: str | None,
+        min_props: int | None,
+        max_props: int | None,
+        pointer: str,
+    ) -> tuple[list[tuple[str, str, bool]] | None, str | None]:
+        """Narrow the members to ``minProperties``/``maxProperties``: the first optional
+        members become required, or the members past the budget (and undeclared keys)
+        are never written. (None, None) when no object can fit."""
+        entries = list(entries)
+        n_required = sum(r for _, _, r in entries)
+        if min_props is not None and min_props > n_required:
+            for i, (name, entry, req) in enumerate(entries):
+                if n_required >= min_props:
+                    break
+                if not req:
+                    entries[i] = (name, entry, True)
+                    n_required += 1
+            if n_required < min_props:
+                self.refuse("minProperties", pointer, "fewer declared properties than required")
+        if max_props is not None and (extra is not None or len(entries) > max_props):
+            if max_props < n_required:
+                return None, None
+            budget = max_props - n_required
+            kept = []
+            for name, entry, req in entries:
+                if req or budget > 0:
+                    kept.append((name, entry, req))
+                    budget -= not req
+            entries, extra = kept, None
+        return entries, extra
 
     def _pattern_properties(
         self,

@@ -175,3 +175,43 @@ def test_pattern_fitted_to_length_bounds_is_sound(schema: dict[str, Any]) -> Non
 def test_pattern_that_cannot_fit_its_lengths_is_empty_or_refused() -> None:
     with pytest.raises(SchemaError):
         compile_json_schema({"type": "string", "pattern": "^a{5}$", "maxLength": 3})
+
+
+def _arrays(values: list[Any], longest: int) -> list[list[Any]]:
+    return [list(c) for n in range(longest + 1) for c in itertools.product(values, repeat=n)]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "array", "items": {"enum": ["a", "b", 1, 1.0]}, "uniqueItems": True},
+        {"type": "array", "items": {"type": "boolean"}, "uniqueItems": True, "minItems": 2},
+        {"type": "array", "items": {"enum": ["a", "b", "c"]}, "uniqueItems": True, "maxItems": 2},
+    ],
+)
+def test_unique_items_of_a_finite_set(schema: dict[str, Any]) -> None:
+    samples = _arrays(["a", "b", "c", 1, True, False, None], 3)
+    assert _check_sound(schema, samples) > 0
+
+
+def test_unique_items_of_an_infinite_set_is_refused() -> None:
+    with pytest.raises(SchemaError, match="uniqueItems"):
+        compile_json_schema({"type": "array", "items": {"type": "string"}, "uniqueItems": True})
+
+
+def test_min_and_max_properties_narrow_the_declared_members() -> None:
+    props = {"a": {"type": "integer"}, "b": {"type": "string"}, "c": {"type": "null"}}
+    rnd = random.Random(4)
+    samples = [
+        {k: v for k, v in (("a", 1), ("b", "x"), ("c", None)) if rnd.random() < 0.6}
+        for _ in range(200)
+    ]
+    for lo, hi in ((2, None), (None, 1), (1, 2), (3, 3)):
+        schema: dict[str, Any] = {"type": "object", "properties": props}
+        if lo is not None:
+            schema["minProperties"] = lo
+        if hi is not None:
+            schema["maxProperties"] = hi
+        assert _check_sound(schema, samples) > 0, (lo, hi)
+    with pytest.raises(SchemaError, match="minProperties"):
+        compile_json_schema({"type": "object", "properties": props, "minProperties": 4})
