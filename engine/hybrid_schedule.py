@@ -142,7 +142,12 @@ class Scheduler:
         if not self.adaptive:
             return True
         if self.drafting:
-            return not cold or self.cold_start_pays(chosen)
+            if not cold or self.cold_start_pays(chosen):
+                return True
+            # Not worth a prefill for this request: decode alone, probe again later.
+            self.drafting = False
+            self._countdown = self.interval
+            return False
         if self._countdown <= -(self._prefill_steps() if cold else 0):
             self._probing = True
             return True

@@ -260,10 +260,15 @@ def test_scheduler_cold_start_needs_a_request_long_enough_to_pay() -> None:
     s.end_request(4)
     assert s.drafting and s.tokens_per_request == 4
     # An average request has 4 model-chosen tokens: (4 - 0) x 2/3 < 4 - 0.5, no prefill.
-    assert not s.draft_next(cold=True) and s.draft_next()
+    assert not s.cold_start_pays(0)
     s.end_request(20)  # now 12 on average: 12 x 2/3 > 3.5
-    assert s.draft_next(cold=True)
-    assert not s.draft_next(cold=True, chosen=11)  # one token left: nothing to save
+    assert s.cold_start_pays(0) and s.draft_next(cold=True)
+    assert not s.cold_start_pays(11)  # one token left: nothing to save
+    # Refused, the request decodes alone and drafting is probed again later.
+    assert not s.draft_next(cold=True, chosen=11) and not s.drafting
+    for _ in range(s.interval):
+        s.after_ar_step(1.0)
+    assert s.draft_next()
 
 
 @pytest.mark.parametrize("draft_cost", [0.0, 10.0])
