@@ -243,7 +243,12 @@ class ConstraintSession:
         tok, conf = constrained_select(rows, None, temperature, seed, backend=self._c.backend)
         picks = tok.tolist()
         fails = [k for k, pos in enumerate(positions) if not row.allows(pos, picks[k])]
-        if fails:
+        if fails and temperature == 0:  # greedy: no row-keyed noise, re-pick the failed rows only
+            masks = self._masks(row, [positions[k] for k in fails], rows.device)
+            sub = torch.tensor(fails, dtype=torch.int64, device=rows.device)
+            sub_tok, sub_conf = self._select_allowed(rows[sub], masks, temperature, seed)
+            tok[sub.to(tok.device)], conf[sub.to(conf.device)] = sub_tok, sub_conf
+        elif fails:
             words = (self._c.vocab_size + 31) // 32
             allowed = torch.full((len(positions), words), -1, dtype=torch.int32)
             allowed[fails] = self._masks(row, [positions[k] for k in fails], allowed.device)
