@@ -134,7 +134,8 @@ def compile_json_schema(
 
     ``max_whitespace`` 0 is compact JSON; n > 0 allows up to n spaces/newlines/tabs
     at each structural gap (a bounded pretty mode). ``max_depth`` bounds how often
-    one ``$ref`` may recurse; ``any_depth`` the nesting of unconstrained values.
+    one ``$ref`` may recurse (fewer levels when the regex would exceed ``max_regex_chars``);
+    ``any_depth`` the nesting of unconstrained values.
     Raises :class:`SchemaError` for what cannot be enforced, for an unsatisfiable
     schema, and when compilation exceeds ``time_limit`` seconds or the regex
     ``max_regex_chars`` characters.
@@ -142,24 +143,34 @@ def compile_json_schema(
     if not isinstance(schema, (dict, bool)):
         raise SchemaError(f"a schema must be an object or a boolean, not {type(schema).__name__}")
     start = time.perf_counter()
-    compiler = _Compiler(
-        root=schema,
-        strict=strict,
-        deadline=start + time_limit,
-        time_limit=time_limit,
-        max_depth=max_depth,
-        any_depth=any_depth,
-        ws=f"[\\x20\\x0a\\x09]{{0,{max_whitespace}}}" if max_whitespace > 0 else "",
-        max_regex_chars=max_regex_chars,
-    )
-    try:
-        regex = compiler.compile(schema, "", ())
-    except RecursionError as exc:
-        raise SchemaError("schema nests too deeply to compile", keyword=None, pointer="") from exc
+    depth = max_depth
+    while True:
+        compiler = _Compiler(
+            root=schema,
+            strict=strict,
+            deadline=start + time_limit,
+            time_limit=time_limit,
+            max_depth=depth,
+            any_depth=any_depth,
+            ws=f"[\\x20\\x0a\\x09]{{0,{max_whitespace}}}" if max_whitespace > 0 else "",
+            max_regex_chars=max_regex_chars,
+        )
+        try:
+            regex = compiler.compile(schema, "", ())
+            if regex is not None and len(regex) > max_regex_chars:
+                raise _RegexTooLarge(
+                    f"compiled regex exceeds {max_regex_chars} characters", pointer=""
+                )
+            break
+        except _RegexTooLarge:
+            # Recursive schemas: unroll fewer levels before giving up on the size.
+            if not compiler.recursive or depth <= 1:
+                raise
+            depth -= 1
+        except RecursionError as exc:
+            raise SchemaError("schema nests too deeply to compile", pointer="") from exc
     if regex is None:
         raise SchemaError("schema is unsatisfiable (no JSON value can be valid)", pointer="")
-    if len(regex) > max_regex_chars:
-        raise SchemaError(f"compiled regex exceeds {max_regex_chars} characters", pointer="")
     if syntax_depth(regex) > MAX_SYNTAX_DEPTH:
         # outlines-core's regex parser would refuse it; say so before it is indexed.
         raise SchemaError(
@@ -174,6 +185,10 @@ def compile_json_schema(
         compile_seconds=time.perf_counter() - start,
         max_whitespace=max_whitespace,
     )
+
+
+class _RegexTooLarge(SchemaError):
+    """The regex outgrew ``max_regex_chars`` (recursive schemas retry with less unrolling)."""
 
 
 @dataclass
@@ -210,6 +225,8 @@ class _Compiler:
     max_regex_chars: int
     dropped: list[str] = field(default_factory=list)
     _any_cache: dict[int, str] = field(default_factory=dict)
+    #: Whether some ``$ref`` was entered again inside itself (recursion was unrolled).
+    recursive: bool = False
 
     # -- helpers -------------------------------------------------------------
 
@@ -286,6 +303,8 @@ class _Compiler:
         if "$ref" in schema:
             ref = schema["$ref"]
             target, tptr = self.resolve(ref, pointer)
+            if ref in refs:
+                self.recursive = True
             if refs.count(ref) >= self.max_depth:
                 return None  # recursion unrolled to max_depth: deeper values are not generated
             sub = self.expand(target, tptr, (*refs, ref))
@@ -488,7 +507,7 @@ class _Compiler:
                 out.append(self._object(schema, pointer, refs))
         result = alt(out)
         if result is not None and len(result) > self.max_regex_chars:
-            raise SchemaError(
+            raise _RegexTooLarge(
                 f"compiled regex exceeds {self.max_regex_chars} characters", pointer=pointer
             )
         return result

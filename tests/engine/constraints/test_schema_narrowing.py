@@ -215,3 +215,22 @@ def test_min_and_max_properties_narrow_the_declared_members() -> None:
         assert _check_sound(schema, samples) > 0, (lo, hi)
     with pytest.raises(SchemaError, match="minProperties"):
         compile_json_schema({"type": "object", "properties": props, "minProperties": 4})
+
+
+def test_recursion_is_unrolled_less_when_the_regex_would_be_too_large() -> None:
+    node = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "left": {"$ref": "#"},
+            "right": {"$ref": "#"},
+            "kids": {"type": "array", "items": {"$ref": "#"}},
+        },
+    }
+    full = compile_json_schema(node)
+    small = compile_json_schema(node, max_regex_chars=len(full.regex) // 3)
+    assert len(small.regex) <= len(full.regex) // 3
+    assert small.matches('{"name":"a","left":{"name":"b"}}')
+    assert full.matches('{"left":{"left":{"name":"c"}}}')
+    with pytest.raises(SchemaError, match="exceeds"):
+        compile_json_schema({"type": "array", "items": {"type": "string"}}, max_regex_chars=10)
