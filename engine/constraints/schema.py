@@ -708,6 +708,13 @@ class _Compiler:
                 ):
                     if max_len is not None and max_len < spec.min_length:
                         return None
+                    # The format's regex read as an anchored pattern, narrowed to the bounds.
+                    try:
+                        fitted = translate_pattern(f"^(?:{spec.regex})$", min_len, max_len).regex
+                    except PatternError:
+                        fitted = None
+                    if fitted is not None:
+                        return seq(_QUOTE, fitted, _QUOTE)
                     self.refuse(
                         "maxLength" if max_len is not None else "minLength",
                         pointer,

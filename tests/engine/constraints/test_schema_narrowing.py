@@ -234,3 +234,27 @@ def test_recursion_is_unrolled_less_when_the_regex_would_be_too_large() -> None:
     assert full.matches('{"left":{"left":{"name":"c"}}}')
     with pytest.raises(SchemaError, match="exceeds"):
         compile_json_schema({"type": "array", "items": {"type": "string"}}, max_regex_chars=10)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "max_length", "fits", "too_long"),
+    [
+        ("email", 254, "abc@example.com", None),
+        ("email", 10, "a@b.co", "abc@example.com"),
+        ("ipv4", 8, "1.2.3.4", "10.20.30.40"),
+        ("hostname", 12, "abc.de", "a.example.com"),
+    ],
+)
+def test_format_fitted_to_max_length(
+    fmt: str, max_length: int, fits: str, too_long: str | None
+) -> None:
+    schema = {"type": "string", "format": fmt, "maxLength": max_length}
+    compiled = compile_json_schema(schema)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    validator = jsonschema.Draft202012Validator(schema, format_checker=checker)
+    assert compiled.matches(compact_json(fits))
+    if too_long is not None:
+        assert not compiled.matches(compact_json(too_long))
+    for text in [*_strings(random.Random(5)), "a@b", "a..b@c.d", "1.2.3", "-a.com", "a" * 13]:
+        if compiled.matches(compact_json(text)):
+            assert validator.is_valid(text), text
