@@ -79,8 +79,9 @@ class HostTables:
     live: np.ndarray  # bool [S]
     #: int64 [S]: fewest tokens to ``done_state`` (``S + 1`` when it cannot be reached).
     dist: np.ndarray
-    #: int64 [E]: ``state * V + token`` per state-major entry, ascending (lookups by search).
-    keys: np.ndarray
+    tok_offsets: np.ndarray  # int64 [V + 1], token-major CSR of the transitions
+    tok_src: np.ndarray  # int64 [E]
+    tok_dst: np.ndarray  # int64 [E]
     #: Successors of each state as Python tuples: small sets step faster in Python than in NumPy.
     succ: tuple[tuple[int, ...], ...]
     #: δ looked up so far, keyed ``state * V + token`` (blocks ask the same ones step after step).
@@ -96,7 +97,6 @@ class HostTables:
         succ_offsets = np.searchsorted(succ_src, np.arange(s + 1)).astype(np.int64)
         words = tables.exit_bits.detach().cpu().numpy().astype("<u4").view(np.uint8)
         live = np.unpackbits(words, bitorder="little")[:s].astype(bool)
-        keys = np.repeat(np.arange(s, dtype=np.int64), np.diff(offsets)) * v + tokens
         return cls(
             num_states=s,
             vocab_size=v,
@@ -107,7 +107,9 @@ class HostTables:
             succ_dst=succ_dst,
             live=live,
             dist=_distances(s, succ_src, succ_dst, done_state),
-            keys=keys,
+            tok_offsets=_np(tables.tok_offsets),
+            tok_src=_np(tables.tok_src),
+            tok_dst=_np(tables.tok_dst),
             succ=tuple(
                 tuple(succ_dst[succ_offsets[q] : succ_offsets[q + 1]].tolist()) for q in range(s)
             ),
@@ -133,16 +135,18 @@ class HostTables:
             found = self.memo[key] = self.step(state, token)
         return found
 
-    def steps(self, states: np.ndarray, token: int) -> np.ndarray:
-        """δ(q, token) for each of ``states`` (-1 where there is no transition)."""
-        if states.size <= SMALL_SET:
-            step = self.cached_step
-            return np.array([step(q, token) for q in states.tolist()], dtype=np.int64)
-        want = states * self.vocab_size + token
-        i = np.minimum(np.searchsorted(self.keys, want), self.keys.size - 1)
-        return np.where(self.keys[i] == want, self.next_states[i], -1)
+    def dense(self, states: np.ndarray) -> np.ndarray:
+        """bool [S] membership of ``states``."""
+        out = np.zeros(self.num_states, dtype=bool)
+        out[states] = True
+        return out
 
-    # -- one position of a sweep, on the states reachable there --
+    def _pairs(self, token: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.tok_offsets[token]), int(self.tok_offsets[token + 1])
+        return self.tok_src[lo:hi], self.tok_dst[lo:hi]
+
+    # Fixed tokens on many states go through the token's (source, destination) pairs,
+    # a few hundred on average, rather than one search per state.
 
     def forward(self, states: np.ndarray, token: int | None) -> np.ndarray:
         """Sorted states after one position from ``states`` (``token=None``: a mask, any token)."""
@@ -151,28 +155,27 @@ class HostTables:
             edges, _ = _ranges(self.succ_offsets, states)
             out[self.succ_dst[edges]] = True
         else:
-            nxt = self.steps(states, token)
-            out[nxt[nxt >= 0]] = True
+            src, dst = self._pairs(token)
+            out[dst[self.dense(states)[src]]] = True
         return np.flatnonzero(out)
 
     def backward(self, states: np.ndarray, token: int | None, after: np.ndarray) -> np.ndarray:
         """Sorted ``states`` from which one position leads into ``after`` (bool [S])."""
+        out = np.zeros(self.num_states, dtype=bool)
         if token is None:
             edges, owner = _ranges(self.succ_offsets, states)
-            out = np.zeros(self.num_states, dtype=bool)
             out[owner[after[self.succ_dst[edges]]]] = True
             return states[out[states]]
-        nxt = self.steps(states, token)
-        ok = nxt >= 0
-        ok[ok] = after[nxt[ok]]
-        return states[ok]
+        src, dst = self._pairs(token)
+        out[src[self.dense(states)[src] & after[dst]]] = True
+        return np.flatnonzero(out)
 
-    def allows(self, states: np.ndarray, after: np.ndarray, token: int) -> bool:
-        """Does ``token`` lead from one of ``states`` into ``after``?"""
+    def allows(self, before: np.ndarray, after: np.ndarray, token: int) -> bool:
+        """Does ``token`` lead from a state of ``before`` into ``after`` (both bool [S])?"""
         if not 0 <= token < self.vocab_size:
             return False
-        nxt = self.steps(states, token)
-        return bool(after[nxt[nxt >= 0]].any())
+        src, dst = self._pairs(token)
+        return bool((before[src] & after[dst]).any())
 
     def allowed(self, states: np.ndarray, after: np.ndarray) -> np.ndarray:
         """bool [V]: the tokens leading from one of ``states`` into ``after``."""
@@ -332,7 +335,7 @@ class BlockSweep:
         """Is ``token`` allowed at masked position ``pos``?"""
         states = self._viable[pos]
         if states.size > SMALL_SET:
-            return self.tables.allows(states, self.backward[pos + 1], token)
+            return self.tables.allows(self.backward[pos], self.backward[pos + 1], token)
         if not 0 <= token < self.tables.vocab_size:
             return False
         after, step = self._viable_set(pos + 1), self.tables.cached_step

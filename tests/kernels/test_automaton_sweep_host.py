@@ -190,13 +190,21 @@ def test_mask_runs_from_a_level_are_levels() -> None:
         assert pred.tolist() == host.level(m + 1).tolist()
 
 
-def test_steps_match_the_transition_lists() -> None:
+def test_cached_steps_match_the_transition_lists() -> None:
     host = done_automaton(25, 11, 0.3, 9)
-    states = np.arange(host.num_states)
-    for token in range(host.vocab_size):
-        expect = [host.step(q, token) for q in range(host.num_states)]
-        assert host.steps(states, token).tolist() == expect
-    assert host.steps(np.array([0, 0]), host.vocab_size - 1).shape == (2,)
+    table = {
+        (int(q), int(t)): int(r)
+        for q, t, r in zip(
+            np.repeat(np.arange(host.num_states), np.diff(host.offsets)),
+            host.tokens,
+            host.next_states,
+            strict=True,
+        )
+    }
+    for _ in range(2):  # the second pass reads the memo
+        for q in range(host.num_states):
+            for t in range(host.vocab_size):
+                assert host.cached_step(q, t) == table.get((q, t), -1)
 
 
 def test_pack_rows_matches_pack_bits() -> None:
