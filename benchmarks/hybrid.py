@@ -5,17 +5,27 @@ three decoders run side by side in one process, greedy, under the step's action
 schema when the engine can compile it (``--no-schema`` turns it off):
 
 - ``ar``: the verifier alone (:class:`ARDecoder`);
-- ``hybrid``: the drafter drafts, the verifier verifies (:class:`HybridEngine`);
+- ``hybrid``: the drafter drafts, the verifier verifies (:class:`HybridEngine`),
+  drafting only while it pays (the verifier decodes alone otherwise);
+- ``hybrid-all``: the same, drafting every round (``HybridOptions(adaptive=False)``);
 - ``diffusion``: the drafter alone (:class:`DiffusionEngine`).
 
-Reported per decoder: tokens, seconds, tokens/s, forward passes of each model,
-mean draft tokens kept per verify, the speed-up over ``ar`` and whether the
-hybrid output equals the AR output token for token (it must). Prints a table
-and writes ``benchmarks/results/hybrid.json``.
+Reported per decoder: tokens, wall and CPU seconds, tokens/s on both clocks,
+forward passes of each model, mean draft tokens kept per draft round, the share
+of output tokens from draft rounds / verifier-only steps / the constraint's
+leading forced run, the speed-up over ``ar`` and whether each hybrid output
+equals the AR output token for token (it must). The constraint is compiled
+once, outside the timings (each run gets a fresh session). Prints a table and
+writes ``benchmarks/results/hybrid.json``.
 
     python benchmarks/hybrid.py                                   # the packaged pair
     python benchmarks/hybrid.py --drafter DIR --verifier DIR      # any pair sharing a tokenizer
     python benchmarks/hybrid.py --random                          # random weights (acceptance ~0)
+    python benchmarks/hybrid.py --clock cpu    # the scheduler times paths in CPU seconds
+    python benchmarks/hybrid.py --warmup 1     # one untimed request first (steady state)
+
+CPU seconds (``time.process_time``, one torch thread) are the steadier figure on
+a machine shared with other work; wall seconds are what a user waits.
 
 Hybrid speed depends on how often the verifier agrees with the draft: with
 random weights it never does, and hybrid is slower than AR (each round pays a
@@ -90,15 +100,15 @@ REQUESTS = [
 INSTRUCTIONS = "You are a support agent. Call a tool when one fits; otherwise answer briefly."
 
 
-def action_constraint(tokenizer: Tokenizer, max_new: int) -> Any | None:
-    """A fresh session of the action schema's constraint, or None when the engine cannot compile it."""
+def action_constraint(tokenizer: Tokenizer) -> Any | None:
+    """The action schema's compiled constraint (``.session(n)`` per request), or None without a compiler."""
     try:
         from agentflow.action_schema import build_action_schema
         from agentflow.engine.constraints import compile_constraint  # type: ignore[attr-defined]
     except ImportError:
         return None
     schema = build_action_schema(TOOLS, None)
-    return compile_constraint(schema, tokenizer).session(max_new)
+    return compile_constraint(schema, tokenizer)
 
 
 def random_pair(seed: int) -> tuple[Transformer, Transformer, Tokenizer]:
@@ -131,15 +141,16 @@ def random_pair(seed: int) -> tuple[Transformer, Transformer, Tokenizer]:
     return models_[0], models_[1], tok
 
 
-def measure(name: str, run: Any, repeats: int) -> tuple[GenerationResult, float]:
-    """The last result and the median seconds of ``repeats`` runs."""
-    times, result = [], None
+def measure(name: str, run: Any, repeats: int) -> tuple[GenerationResult, float, float]:
+    """The last result and the median wall and CPU seconds of ``repeats`` runs."""
+    walls, cpus, result = [], [], None
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = run()
-        times.append(time.perf_counter() - t0)
+        walls.append(time.perf_counter() - t0)
+        cpus.append(time.process_time() - c0)
     assert result is not None, name
-    return result, statistics.median(times)
+    return result, statistics.median(walls), statistics.median(cpus)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -160,6 +171,15 @@ def main(argv: list[str] | None = None) -> int:
         help="denoising steps per draft (0: the config's rule)",
     )
     parser.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    parser.add_argument(
+        "--warmup", type=int, default=0, help="untimed requests first (the list's last ones)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="the clock the hybrid scheduler measures each path's cost with",
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args(argv)
     if args.threads:  # on a shared machine, one thread avoids measuring thread contention
@@ -179,120 +199,149 @@ def main(argv: list[str] | None = None) -> int:
         block_length=args.block_length,
         threshold=args.threshold,
     )
-    options = HybridOptions(draft_steps=args.draft_steps or None)
-    hybrid = HybridEngine(drafter, verifier, tok, options=options)
-    ar = ARDecoder(verifier, tok)
-    diffusion = DiffusionEngine(drafter, tok)
-    schema = not args.no_schema and action_constraint(tok, config.max_new_tokens) is not None
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    steps = args.draft_steps or None
+    decoders: dict[str, Any] = {
+        "ar": ARDecoder(verifier, tok),
+        "hybrid": HybridEngine(
+            drafter, verifier, tok, options=HybridOptions(draft_steps=steps, clock=clock)
+        ),
+        "hybrid-all": HybridEngine(
+            drafter, verifier, tok, options=HybridOptions(draft_steps=steps, adaptive=False)
+        ),
+        "diffusion": DiffusionEngine(drafter, tok),
+    }
+    compiled = None if args.no_schema else action_constraint(tok)
 
     def cons() -> list[Any] | None:
-        return [action_constraint(tok, config.max_new_tokens)] if schema else None
+        return None if compiled is None else [compiled.session(config.max_new_tokens)]
 
-    totals: dict[str, dict[str, float]] = {
-        m: dict(tokens=0, seconds=0.0, draft_nfe=0, verify_nfe=0, accepted=0)
-        for m in ("ar", "hybrid", "diffusion")
-    }
-    identical = 0
+    # Untimed warm-up requests (the last requests of the list, for every decoder alike): the
+    # hybrid scheduler starts from what they measured, as it would in a long-running engine.
+    for text in REQUESTS[len(REQUESTS) - args.warmup :] if args.warmup else []:
+        prompt = tok.encode(
+            render_prompt([ChatMessage("user", text)], TOOLS, instructions=INSTRUCTIONS)
+        )
+        for dec in decoders.values():
+            dec.generate([prompt], config, constraints=cons())
+
+    keys = ("tokens", "wall", "cpu", "draft_nfe", "verify_nfe", "accepted", "rounds")
+    totals = {m: dict.fromkeys(keys, 0.0) for m in decoders}
+    paths = {m: {"draft": 0, "ar": 0, "constraint": 0} for m in ("hybrid", "hybrid-all")}
+    identical = dict.fromkeys(("hybrid", "hybrid-all"), 0)
     cases = []
     for text in REQUESTS[: args.requests]:
         prompt = tok.encode(
             render_prompt([ChatMessage("user", text)], TOOLS, instructions=INSTRUCTIONS)
         )
-        res_ar, t_ar = measure(
-            "ar", lambda p=prompt: ar.generate([p], config, constraints=cons()), args.repeats
-        )
-        res_hy, t_hy = measure(
-            "hybrid",
-            lambda p=prompt: hybrid.generate([p], config, constraints=cons()),
-            args.repeats,
-        )
-        res_df, t_df = measure("diffusion", lambda p=prompt: diffusion.generate([p], config, constraints=cons()), args.repeats)  # fmt: skip
-        same = res_hy.sequences == res_ar.sequences
-        identical += same
-        hs = res_hy.stats
-        for m, res, t in (
-            ("ar", res_ar, t_ar),
-            ("hybrid", res_hy, t_hy),
-            ("diffusion", res_df, t_df),
-        ):
+        case: dict[str, Any] = {"request": text, "prompt_tokens": len(prompt)}
+        results = {}
+        for m, dec in decoders.items():
+            res, wall, cpu = measure(
+                m, lambda d=dec, p=prompt: d.generate([p], config, constraints=cons()), args.repeats
+            )
+            results[m] = res
+            st = res.stats
             tot = totals[m]
-            tot["tokens"] += res.stats.tokens
-            tot["seconds"] += t
-        totals["ar"]["verify_nfe"] += res_ar.stats.nfe
-        totals["diffusion"]["draft_nfe"] += res_df.stats.nfe
-        totals["hybrid"]["draft_nfe"] += hs.draft_nfe  # type: ignore[attr-defined]
-        totals["hybrid"]["verify_nfe"] += hs.verify_nfe  # type: ignore[attr-defined]
-        totals["hybrid"]["accepted"] += hs.accepted_tokens  # type: ignore[attr-defined]
-        cases.append(
-            {
-                "request": text,
-                "prompt_tokens": len(prompt),
-                "identical": same,
-                "ar": {"text": res_ar.text, **res_ar.stats.to_dict(), "median_seconds": t_ar},
-                "hybrid": {"text": res_hy.text, **hs.to_dict(), "median_seconds": t_hy},
-                "diffusion": {
-                    "text": res_df.text,
-                    **res_df.stats.to_dict(),
-                    "median_seconds": t_df,
-                },
-            }
-        )
+            tot["tokens"] += st.tokens
+            tot["wall"] += wall
+            tot["cpu"] += cpu
+            if m == "ar":
+                tot["verify_nfe"] += st.nfe
+            elif m == "diffusion":
+                tot["draft_nfe"] += st.nfe
+            else:
+                tot["draft_nfe"] += st.draft_nfe
+                tot["verify_nfe"] += st.verify_nfe
+                tot["accepted"] += st.accepted_tokens
+                tot["rounds"] += st.draft_rounds
+                for k in paths[m]:
+                    paths[m][k] += st.path_tokens[k]
+            case[m] = {"text": res.text, **st.to_dict(), "wall_s": wall, "cpu_s": cpu}
+        for m in identical:
+            same = results[m].sequences == results["ar"].sequences
+            identical[m] += same
+            case[m]["identical_to_ar"] = same
+        cases.append(case)
     n = len(cases)
-    ar_tps = totals["ar"]["tokens"] / totals["ar"]["seconds"]
+    ar = totals["ar"]
     rows = []
     for m, tot in totals.items():
-        tps = tot["tokens"] / tot["seconds"] if tot["seconds"] else 0.0
-        verifies = tot["verify_nfe"] if m == "hybrid" else 0
-        rows.append(
-            {
-                "mode": m,
-                "tokens": int(tot["tokens"]),
-                "seconds": round(tot["seconds"], 3),
-                "tokens_per_s": round(tps, 1),
-                "drafter_nfe": int(tot["draft_nfe"]),
-                "verifier_nfe": int(tot["verify_nfe"]),
-                "mean_accepted_per_verify": round(tot["accepted"] / verifies, 2)
-                if verifies
-                else None,
-                "speedup_vs_ar": round(tps / ar_tps, 2) if ar_tps else None,
+        wall_tps = tot["tokens"] / tot["wall"] if tot["wall"] else 0.0
+        cpu_tps = tot["tokens"] / tot["cpu"] if tot["cpu"] else 0.0
+        row: dict[str, Any] = {
+            "mode": m,
+            "tokens": int(tot["tokens"]),
+            "wall_s": round(tot["wall"], 3),
+            "cpu_s": round(tot["cpu"], 3),
+            "tokens_per_s_wall": round(wall_tps, 1),
+            "tokens_per_s_cpu": round(cpu_tps, 1),
+            "drafter_nfe": int(tot["draft_nfe"]),
+            "verifier_nfe": int(tot["verify_nfe"]),
+            "draft_rounds": int(tot["rounds"]),
+            "mean_accepted_per_draft_round": round(tot["accepted"] / tot["rounds"], 2)
+            if tot["rounds"]
+            else None,
+            "speedup_vs_ar_wall": round(wall_tps / (ar["tokens"] / ar["wall"]), 2),
+            "speedup_vs_ar_cpu": round(cpu_tps / (ar["tokens"] / ar["cpu"]), 2),
+        }
+        if m in paths:
+            row["path_share"] = {
+                k: round(v / tot["tokens"], 3) if tot["tokens"] else 0.0
+                for k, v in paths[m].items()
             }
-        )
+        rows.append(row)
     print(
-        f"models: {source}; {n} tool-call requests; schema constraint: {'on' if schema else 'off'};"
+        f"models: {source}; {n} tool-call requests; schema constraint: "
+        f"{'on' if compiled is not None else 'off'}; scheduler clock: {args.clock}"
     )
     print(f"max_new_tokens={config.max_new_tokens}, block_length={config.block_length}, "
-          f"threshold={config.threshold}, draft_steps={options.draft_steps}, "
-          f"threads={torch.get_num_threads()}")  # fmt: skip
-    head = f"{'mode':<10}{'tokens':>8}{'s':>9}{'tok/s':>9}{'drafter NFE':>13}{'verifier NFE':>14}{'kept/verify':>13}{'vs AR':>8}"
+          f"threshold={config.threshold}, draft_steps={steps}, "
+          f"threads={torch.get_num_threads()}, repeats={args.repeats}, warmup={args.warmup}")  # fmt: skip
+    head = (
+        f"{'mode':<11}{'tokens':>7}{'wall s':>8}{'cpu s':>7}{'tok/s cpu':>10}{'drafter':>8}"
+        f"{'verifier':>9}{'rounds':>7}{'kept/rnd':>9}{'draft/ar/forced %':>19}"
+        f"{'vs AR cpu':>10}{'vs AR wall':>11}"
+    )
     print(head)
     print("-" * len(head))
     for r in rows:
-        kept = (
-            "-" if r["mean_accepted_per_verify"] is None else f"{r['mean_accepted_per_verify']:.2f}"
+        kept = r["mean_accepted_per_draft_round"]
+        share = r.get("path_share")
+        pct = (
+            "-"
+            if share is None
+            else "/".join(f"{100 * share[k]:.0f}" for k in ("draft", "ar", "constraint"))
         )
         print(
-            f"{r['mode']:<10}{r['tokens']:>8}{r['seconds']:>9.2f}{r['tokens_per_s']:>9.1f}"
-            f"{r['drafter_nfe']:>13}{r['verifier_nfe']:>14}{kept:>13}{r['speedup_vs_ar']:>7.2f}x"
+            f"{r['mode']:<11}{r['tokens']:>7}{r['wall_s']:>8.2f}{r['cpu_s']:>7.2f}"
+            f"{r['tokens_per_s_cpu']:>10.1f}{r['drafter_nfe']:>8}{r['verifier_nfe']:>9}"
+            f"{r['draft_rounds']:>7}{'-' if kept is None else f'{kept:.2f}':>9}{pct:>19}"
+            f"{r['speedup_vs_ar_cpu']:>9.2f}x{r['speedup_vs_ar_wall']:>10.2f}x"
         )
-    print(f"hybrid output identical to AR greedy: {identical}/{n}")
+    print(
+        "output identical to AR greedy: " + ", ".join(f"{m} {k}/{n}" for m, k in identical.items())
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     payload = {
         "benchmark": "hybrid",
         "models": source,
-        "schema": schema,
+        "schema": compiled is not None,
         "config": {
             "max_new_tokens": config.max_new_tokens,
             "block_length": config.block_length,
             "threshold": config.threshold,
-            "draft_steps": options.draft_steps,
+            "draft_steps": steps,
+            "scheduler_clock": args.clock,
+            "warmup": args.warmup,
         },
         "machine": {"platform": platform.platform(), "threads": torch.get_num_threads()},
         "summary": rows,
-        "identical": f"{identical}/{n}",
+        "identical": {m: f"{k}/{n}" for m, k in identical.items()},
         "cases": cases,
     }
     (args.out / "hybrid.json").write_text(json.dumps(payload, indent=2) + "\n")
-    return 0 if identical == n else 1
+    return 0 if all(k == n for k in identical.values()) else 1
 
 
 if __name__ == "__main__":
