@@ -1,6 +1,12 @@
-"""The JSON Schema keywords the compiler knows, grouped by the values they constrain."""
+"""The JSON Schema keywords the compiler knows, grouped by the values they constrain,
+and the small readers every part of the compiler shares (sub-schema pointers, counts, types)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+from ..errors import SchemaError
+from .string_formats import NUMERIC_FORMAT_RANGES
 
 OBJECT_KEYWORDS = frozenset(
     {
@@ -67,6 +73,8 @@ ANNOTATIONS = frozenset(
 )
 #: Validation keywords (of any draft) that constrain every type and are not enforced.
 REFUSED_GENERAL = frozenset({"not", "if", "$dynamicRef", "$recursiveRef", "disallow", "extends"})
+#: Keywords the compiler expands before it merges a schema's flat parts.
+STRUCTURAL = frozenset({"$ref", "allOf", "anyOf", "oneOf"})
 JSON_TYPES = ("null", "boolean", "object", "array", "string", "number")
 
 #: Every keyword that can make a value invalid (in any draft); others are ignored.
@@ -78,3 +86,53 @@ KNOWN_VALIDATION = (
     | REFUSED_GENERAL
     | frozenset({"type", "enum", "const", "format", "then", "else"})
 )
+
+
+def child_pointer(pointer: str, *parts: str | int) -> str:
+    """The JSON pointer of a sub-schema: ``pointer`` extended by ``parts`` (escaped)."""
+    out = pointer
+    for p in parts:
+        out += "/" + str(p).replace("~", "~0").replace("/", "~1")
+    return out
+
+
+def count_keyword(schema: dict[str, Any], key: str, pointer: str) -> int | None:
+    """The non-negative integer value of ``key`` in ``schema`` (None when absent)."""
+    if key not in schema:
+        return None
+    v = schema[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+        raise SchemaError(f"{key} must be a non-negative integer", keyword=key, pointer=pointer)
+    return int(v)
+
+
+def schema_types(schema: dict[str, Any], pointer: str) -> list[str]:
+    """The JSON types a flat schema admits: its ``type``, else the families of its keywords."""
+    if "type" in schema:
+        t = schema["type"]
+        names = [t] if isinstance(t, str) else t
+        if not isinstance(names, list) or any(n not in (*JSON_TYPES, "integer") for n in names):
+            raise SchemaError(f"unknown type {t!r}", keyword="type", pointer=pointer)
+        if "number" in names:
+            names = [n for n in names if n != "integer"]
+        return list(dict.fromkeys(names))
+    keys = set(schema)
+    fam = []
+    if keys & OBJECT_KEYWORDS:
+        fam.append("object")
+    if keys & ARRAY_KEYWORDS:
+        fam.append("array")
+    if keys & STRING_KEYWORDS:
+        fam.append("string")
+    if keys & NUMBER_KEYWORDS:
+        fam.append("number")
+    if "format" in keys and not fam:
+        fmt = schema["format"]
+        fam.append(
+            "integer"
+            if fmt in ("int32", "int64")
+            else "number"
+            if fmt in NUMERIC_FORMAT_RANGES
+            else "string"
+        )
+    return fam or ["null", "boolean", "object", "array", "string", "number"]
