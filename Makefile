@@ -28,13 +28,16 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-# The shipped pair, in two stages (docs/models.md): stage 1 from scratch (the DLM was
-# stopped at step 1495), stage 2 continues each model from its stage-1 export.
+# The shipped pair, in three stages (docs/models.md): stage 1 from scratch (the DLM was
+# stopped at step 1495); stages 2 and 3 continue each model from the previous export
+# on fresh corpus samples.
 train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm.json --max-steps 1495
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-continue.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-continue.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-stage3.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage3.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

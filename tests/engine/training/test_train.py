@@ -138,6 +138,8 @@ def test_shipped_configs_parse() -> None:
         "tiny-ar.json",
         "tiny-dlm-continue.json",
         "tiny-ar-continue.json",
+        "tiny-dlm-stage3.json",
+        "tiny-ar-stage3.json",
     ):
         config = TrainConfig.load(root / name)
         assert config.model.vocab_size == config.tokenizer.vocab_size
