@@ -15,13 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .json_values import canonical, json_type
-from .schema_keywords import (
-    ARRAY_KEYWORDS,
-    JSON_TYPES,
-    NUMBER_KEYWORDS,
-    OBJECT_KEYWORDS,
-    STRING_KEYWORDS,
-)
+from .schema_keywords import JSON_TYPES, keyword_families
 
 
 @dataclass
@@ -48,16 +42,7 @@ def _generated_types(schema: dict[str, Any]) -> frozenset[str]:
     """Types the compiler emits for a flat schema (it narrows untyped schemas to their keyword families)."""
     if "type" in schema:
         return _family_types(schema)
-    fam: set[str] = set()
-    keys = set(schema)
-    if keys & OBJECT_KEYWORDS:
-        fam.add("object")
-    if keys & ARRAY_KEYWORDS:
-        fam.add("array")
-    if keys & STRING_KEYWORDS:
-        fam.add("string")
-    if keys & NUMBER_KEYWORDS:
-        fam.add("number")
+    fam = keyword_families(schema)
     return frozenset(fam) if fam else frozenset(JSON_TYPES)
 
 

@@ -106,6 +106,18 @@ def count_keyword(schema: dict[str, Any], key: str, pointer: str) -> int | None:
     return int(v)
 
 
+def keyword_families(schema: dict[str, Any]) -> list[str]:
+    """The JSON types whose keywords an untyped schema uses (object, array, string, number)."""
+    keys = set(schema)
+    families = (
+        ("object", OBJECT_KEYWORDS),
+        ("array", ARRAY_KEYWORDS),
+        ("string", STRING_KEYWORDS),
+        ("number", NUMBER_KEYWORDS),
+    )
+    return [name for name, keywords in families if keys & keywords]
+
+
 def schema_types(schema: dict[str, Any], pointer: str) -> list[str]:
     """The JSON types a flat schema admits: its ``type``, else the families of its keywords."""
     if "type" in schema:
@@ -116,17 +128,8 @@ def schema_types(schema: dict[str, Any], pointer: str) -> list[str]:
         if "number" in names:
             names = [n for n in names if n != "integer"]
         return list(dict.fromkeys(names))
-    keys = set(schema)
-    fam = []
-    if keys & OBJECT_KEYWORDS:
-        fam.append("object")
-    if keys & ARRAY_KEYWORDS:
-        fam.append("array")
-    if keys & STRING_KEYWORDS:
-        fam.append("string")
-    if keys & NUMBER_KEYWORDS:
-        fam.append("number")
-    if "format" in keys and not fam:
+    fam = keyword_families(schema)
+    if "format" in schema and not fam:
         fmt = schema["format"]
         fam.append(
             "integer"
