@@ -20,6 +20,13 @@ own mask rate r ~ U(min_rate, 1); the loss is the plain mean cross-entropy over
 masked positions (unweighted — more stable than the 1/r ELBO weights at this scale).
 Several noised copies per prompt amortize the prompt's cost over more scored tokens.
 
+**Shifted block diffusion** (``logits_shift=1``, as in Dream): the output at position
+``i`` predicts token ``i + 1``, so a model initialized from an autoregressive
+checkpoint keeps what it learned. Inside a noised block, token ``j`` is scored at
+``j - 1`` of the same copy; a block's first token is scored once, at the clean
+token before it (the prompt's last token or the previous clean block's last),
+which cannot see the noised block — exactly what the sampler gives that position.
+
 **Next token.** ``prompt | target <|end|>``, causal; loss on the target tokens only.
 """
 
@@ -75,12 +82,18 @@ def diffusion_batch(
     generator: torch.Generator,
     noise_copies: int = 2,
     min_rate: float = 0.1,
+    logits_shift: int = 0,
 ) -> Batch:
     """A BD3-LM batch (see the module docstring for the layout).
+
+    ``logits_shift=1`` scores each target token at the position before it (see
+    "Shifted block diffusion" above).
 
     With several ``block_length`` s, each example draws one (the sampler's block length
     is a decoding setting, so the model is trained for more than one).
     """
+    if logits_shift not in (0, 1):
+        raise ValueError(f"logits_shift must be 0 or 1, got {logits_shift}")
     choices = [block_length] if isinstance(block_length, int) else list(block_length)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
@@ -96,7 +109,12 @@ def diffusion_batch(
         kind = [torch.zeros(p, dtype=torch.long), torch.ones(clean_n, dtype=torch.long)]
         block = [torch.full((p,), -1), blk[:clean_n]]
         copy = [torch.full((p,), -1), torch.full((clean_n,), -1)]
-        labels = [torch.full((p + clean_n,), IGNORE)]
+        clean_labels = torch.full((p + clean_n,), IGNORE)
+        if logits_shift:
+            # each block's first token, scored at the clean token just before it
+            firsts = torch.arange(n_blocks) * block_length
+            clean_labels[p - 1 + firsts] = target[firsts]
+        labels = [clean_labels]
         for c in range(noise_copies):
             rate = min_rate + (1 - min_rate) * torch.rand(n_blocks, generator=generator)
             masked = torch.rand(n, generator=generator) < rate[blk]
@@ -108,7 +126,11 @@ def diffusion_batch(
             kind.append(torch.full((n,), 2))
             block.append(blk)
             copy.append(torch.full((n,), c))
-            labels.append(torch.where(masked, target, torch.full_like(target, IGNORE)))
+            scored = torch.where(masked, target, torch.full_like(target, IGNORE))
+            if logits_shift:
+                scored[blk * block_length == torch.arange(n)] = IGNORE  # scored clean, above
+                scored = torch.cat((scored[1:], torch.tensor([IGNORE])))
+            labels.append(scored)
         rows.append(
             {
                 "tok": torch.cat(parts_tok),

@@ -141,6 +141,7 @@ def make_batch(
         generator=gen,
         noise_copies=config.optim.noise_copies,
         min_rate=config.optim.min_rate,
+        logits_shift=config.model.logits_shift,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from agentflow.engine.model import ModelConfig, Transformer
@@ -83,6 +84,49 @@ def test_noised_blocks_see_exactly_what_inference_sees() -> None:
                 torch.testing.assert_close(
                     hidden[row, start : start + B], ref, atol=1e-5, rtol=1e-4
                 )
+
+
+def test_shifted_batches_score_each_token_at_the_position_before_it() -> None:
+    """logits_shift=1: masked tokens are scored one position earlier in their noised copy,
+    and each block's first token once, at the clean token before the block."""
+    ex = Example([9, 10, 11], [20, 21, 22, 23, 24, 25])
+    target = pad_target(ex.target, END, B)
+    full = [*ex.prompt, *target]
+    p, n, copies = len(ex.prompt), len(target), 3
+    batch = diffusion_batch(
+        [ex],
+        block_length=B,
+        mask_id=MASK,
+        end_id=END,
+        pad_id=PAD,
+        generator=torch.Generator().manual_seed(4),
+        noise_copies=copies,
+        logits_shift=1,
+    )
+    tokens, positions, labels = batch.tokens[0], batch.positions[0], batch.labels[0]
+    scored = (labels != IGNORE).nonzero().flatten().tolist()
+    for i in scored:  # the label is the token that follows position i
+        assert int(labels[i]) == full[int(positions[i]) + 1]
+    clean = [i for i in scored if i < p + n - B]
+    assert [int(positions[i]) + 1 - p for i in clean] == list(range(0, n, B))
+    noised_start = p + n - B
+    for c in range(copies):
+        start = noised_start + c * n
+        masked = [j for j in range(n) if int(tokens[start + j]) == MASK and j % B]
+        assert [i - start + 1 for i in scored if start <= i < start + n] == masked
+
+
+def test_shifted_diffusion_refuses_other_shifts() -> None:
+    with pytest.raises(ValueError, match="logits_shift"):
+        diffusion_batch(
+            [Example([3], [4])],
+            block_length=B,
+            mask_id=MASK,
+            end_id=END,
+            pad_id=PAD,
+            generator=torch.Generator(),
+            logits_shift=2,
+        )
 
 
 def test_every_noised_block_has_a_masked_position() -> None:
