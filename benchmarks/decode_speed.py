@@ -31,12 +31,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import Tensor
 
 from agentflow.engine.autoregressive import ARDecoder
 from agentflow.engine.chat_template import SPECIAL_TOKENS, ChatMessage, ToolSpec, render_prompt
 from agentflow.engine.checkpoints import load_checkpoint
 from agentflow.engine.generation import GenerationConfig
-from agentflow.engine.model import ModelConfig, Transformer
+from agentflow.engine.model import KVCache, ModelConfig, Transformer
 from agentflow.engine.sampler import DiffusionEngine
 
 EMBEDDED = dict(vocab_size=4096, dim=256, n_layers=6, n_heads=8, n_kv_heads=4, ffn_dim=688)
@@ -147,6 +148,41 @@ def random_model(attention: str, max_seq_len: int, seed: int) -> Transformer:
     model = Transformer(config)
     model.init_weights(seed)
     return model.eval()
+
+
+def forward_costs(
+    model: Transformer, ids: list[int], sizes: list[int], repeats: int
+) -> list[dict[str, float]]:
+    """Median seconds of one cached forward pass over ``n`` new tokens after the prompt.
+
+    This is the curve both decoders live on: AR pays ``t(1)`` per token, a diffusion
+    step pays ``t(block + carried)``. Diffusion beats AR by R only when its forward
+    passes per token stay under ``t(1) / (R * t(block))``.
+    """
+    cfg = model.config
+    p = len(ids)
+    cache = KVCache(cfg, 1, p + max(sizes) + 1)
+    with torch.inference_mode():
+        model(torch.tensor([ids]), cache=cache, commit_len=p)
+        rows = []
+        for n in sizes:
+            tokens = torch.full((1, n), cfg.mask_token_id or 0, dtype=torch.long)
+            positions = torch.arange(p, p + n).unsqueeze(0)
+            # one block for a block model; causal ids (= positions) otherwise
+            block_ids = positions if cfg.attention == "causal" else torch.full((1, n), p)
+
+            def run(
+                t: Tensor = tokens, pos: Tensor = positions, ids_: Tensor = block_ids
+            ) -> Tensor:
+                return model(t, positions=pos, block_ids=ids_, cache=cache)
+
+            run()
+            _, seconds = timed(run, repeats)
+            rows.append({"new_tokens": n, "ms": seconds * 1000})
+    base = rows[0]["ms"]
+    for r in rows:
+        r["vs_one_token"] = r["ms"] / base
+    return rows
 
 
 def timed(fn: Any, repeats: int) -> tuple[Any, float]:
@@ -268,6 +304,31 @@ def main(argv: list[str] | None = None) -> int:
         "torch": torch.__version__,
         "rows": rows,
     }
+    # The cost of one forward pass against the number of new tokens it carries.
+    sizes = sorted(
+        {1, 2, 4, 8, 16, args.block_length, args.block_length + 1, 2 * args.block_length}
+    )
+    costs = {
+        "diffusion": forward_costs(dlm, ids, sizes, max(5, args.repeats)),
+        "ar": forward_costs(ar, ids, sizes, max(5, args.repeats)),
+    }
+    print(
+        f"\nforward pass over n new tokens after the {len(ids)}-token prompt (batch 1, median ms)"
+    )
+    print(f"{'n':>5}{'dlm ms':>9}{'x t(1)':>8}{'ar ms':>9}{'x t(1)':>8}")
+    for d, a in zip(costs["diffusion"], costs["ar"], strict=True):
+        print(
+            f"{d['new_tokens']:>5}{d['ms']:>9.2f}{d['vs_one_token']:>8.2f}{a['ms']:>9.2f}{a['vs_one_token']:>8.2f}"
+        )
+    step = next(d for d in costs["diffusion"] if d["new_tokens"] == args.block_length + 1)
+    bound = costs["ar"][0]["ms"] / (2.5 * step["ms"])
+    print(
+        f"for diffusion at 2.5x AR on this machine: <= {bound:.3f} forward passes per token "
+        f"(a step over {args.block_length}+1 tokens costs {step['ms'] / costs['ar'][0]['ms']:.2f}x "
+        "an AR step)"
+    )
+    report["forward_costs_ms"] = costs
+    report["max_forwards_per_token_for_2_5x"] = bound
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

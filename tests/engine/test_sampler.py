@@ -108,6 +108,21 @@ def test_batch_equals_one_by_one(attention: str, shift: int) -> None:
         assert row.nfe == single.stats.rows[0].nfe
 
 
+def test_a_shifted_block_model_with_ar_weights_decodes_like_the_ar_model() -> None:
+    """A block model with ``logits_shift=1`` started from causal weights (the embedded
+    drafter's recipe): with one-token blocks each position is predicted from the clean
+    token before it, which is exactly autoregressive decoding."""
+    from agentflow.engine.autoregressive import ARDecoder
+
+    ar = make_model(make_config("causal", end_token_id=None), seed=4)
+    dlm = make_model(make_config("block", end_token_id=None, logits_shift=1), seed=6)
+    dlm.load_state_dict(ar.state_dict())
+    cfg = GenerationConfig(max_new_tokens=10, block_length=1, steps=1, threshold=None)
+    expected = ARDecoder(ar).generate(PROMPTS, cfg).sequences
+    assert all(1 not in row for row in expected)  # the sampler never answers the mask token
+    assert DiffusionEngine(dlm).generate(PROMPTS, cfg).sequences == expected
+
+
 def test_greedy_is_deterministic_and_seeded_sampling_reproducible(block_model: Transformer) -> None:
     engine = DiffusionEngine(block_model)
     greedy = GenerationConfig(max_new_tokens=8, block_length=4, steps=4)
