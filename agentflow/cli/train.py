@@ -19,7 +19,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-steps", type=int, default=None, help="stop early after this step")
     parser.add_argument("--no-export", action="store_true", help="do not export when training ends")
     parser.add_argument(
-        "--export-only", action="store_true", help="only export the best checkpoint to export_dir"
+        "--export-only",
+        action="store_true",
+        help="only export the last checkpoint (last.pt) to export_dir",
     )
     parser.add_argument("--export-dir", type=Path, default=None, help="override export_dir")
     parser.add_argument(
