@@ -199,6 +199,7 @@ class Drafter:
             temperature=config.temperature,
             top_p=config.top_p,
             seed=config.seed,
+            order=config.order,
         )
         res = denoise_block(
             self.model,

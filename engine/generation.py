@@ -28,6 +28,10 @@ class GenerationConfig:
     ``temperature=0`` is greedy and deterministic; ``seed`` makes sampling
     reproducible (row ``i`` of a batch samples with ``seed + i``).
     ``top_p`` < 1 keeps only the nucleus of each position's distribution.
+    ``order`` is which masked positions a diffusion step commits: ``"confidence"``
+    (the most confident anywhere in the block, as LLaDA and Fast-dLLM) or
+    ``"prefix"`` (the leftmost masked position and the confident run right after
+    it); None uses the model's ``commit_order``.
     """
 
     max_new_tokens: int = 128
@@ -37,8 +41,11 @@ class GenerationConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    order: Literal["confidence", "prefix"] | None = None
 
     def __post_init__(self) -> None:
+        if self.order not in (None, "confidence", "prefix"):
+            raise ValueError(f"order must be 'confidence', 'prefix' or None, got {self.order!r}")
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.block_length < 1:

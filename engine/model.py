@@ -25,6 +25,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 AttentionMode = Literal["bidirectional", "causal", "block"]
+#: Which masked positions a diffusion step commits (see :mod:`agentflow.engine.sampler`).
+CommitOrder = Literal["confidence", "prefix"]
+COMMIT_ORDERS: tuple[str, ...] = ("confidence", "prefix")
 
 
 @dataclass
@@ -49,6 +52,14 @@ class ModelConfig:
     pad_token_id: int | None = None
     # Dream-style models predict token i from the logits at i - 1.
     logits_shift: int = 0
+    #: The sampler's default commit order for this model (``GenerationConfig.order`` overrides).
+    commit_order: CommitOrder = "confidence"
+
+    def __post_init__(self) -> None:
+        if self.commit_order not in COMMIT_ORDERS:
+            raise ValueError(
+                f"commit_order must be one of {', '.join(COMMIT_ORDERS)}, got {self.commit_order!r}"
+            )
 
     @property
     def head_dim(self) -> int:

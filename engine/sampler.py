@@ -3,9 +3,11 @@
 The answer is produced block by block. A block of ``block_length`` positions
 starts fully masked and is refined in parallel: each step runs one forward pass
 over the block (the prefix comes from the KV cache), picks every masked
-position's best token and its confidence, and commits all positions whose
-confidence reaches ``threshold`` — at least one, and enough that the block
-finishes within ``steps`` steps.
+position's best token and its confidence, and commits positions by the commit
+order — ``confidence``: all positions whose confidence reaches ``threshold``;
+``prefix``: the leftmost masked position and the run right after it that reaches
+``threshold`` — at least one, and enough that the block finishes within
+``steps`` steps.
 
 Caches. Block-trained (``attention="block"``) models see the prompt causally
 and each block with full attention inside it, so a finished block's keys and
@@ -76,17 +78,40 @@ class BlockOutcome:
     pending: Segment
 
 
-def _choose(conf: Tensor, masked: Tensor, threshold: float | None, steps_left: int) -> list[int]:
-    """Masked positions to commit this step, most confident first."""
+def _choose(
+    conf: Tensor, masked: Tensor, threshold: float | None, steps_left: int, order: str
+) -> list[int]:
+    """Masked positions to commit this step.
+
+    ``confidence``: the most confident first, every one at or above ``threshold``.
+    ``prefix``: the leftmost masked position, then the run of masked positions right
+    after it at or above ``threshold``. Either way at least one, and enough that
+    the block finishes within ``steps_left`` steps (topped up by confidence).
+    """
     idx = masked.nonzero().flatten()
     if idx.numel() == 0:
         return []
     scores = conf[idx]
-    order = idx[scores.argsort(descending=True, stable=True)]
+    ranked = idx[scores.argsort(descending=True, stable=True)].tolist()
     need = max(1, math.ceil(idx.numel() / max(steps_left, 1)))
+    if order == "prefix":
+        positions = idx.tolist()
+        run = 1
+        while (
+            threshold is not None
+            and run < len(positions)
+            and positions[run] == positions[run - 1] + 1
+            and float(scores[run]) >= threshold
+        ):
+            run += 1
+        chosen = positions[:run]
+        if len(chosen) < need:
+            taken = set(chosen)
+            chosen += [j for j in ranked if j not in taken][: need - len(chosen)]
+        return chosen
     if threshold is not None:
         need = max(need, int((scores >= threshold).sum()))
-    return order[:need].tolist()
+    return ranked[:need]
 
 
 def _propose(
@@ -159,6 +184,7 @@ def denoise_block(
     confidence = torch.where(masked, 0.0, 1.0).float()
     forced = torch.zeros(b, length, dtype=torch.bool, device=tokens.device)
     row_nfe = torch.zeros(b, dtype=torch.long)
+    commit_order = config.order or model.config.commit_order
     nfe = 0
     step = 0
     while bool(masked.any()):
@@ -195,7 +221,7 @@ def denoise_block(
         for r in range(b):
             if not bool(masked[r].any()):
                 continue
-            order = _choose(conf[r], masked[r], config.threshold, steps_left)
+            order = _choose(conf[r], masked[r], config.threshold, steps_left, commit_order)
             c = cons[r]
             if c is None:
                 tokens[r, order] = prop[r, order]

@@ -35,6 +35,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--block-length", type=int, default=32)
     parser.add_argument("--steps", type=int, default=32, help="max refinement steps per block")
     parser.add_argument(
+        "--order",
+        choices=("confidence", "prefix"),
+        default=None,
+        help="diffusion commit order (default: the model's)",
+    )
+    parser.add_argument(
         "--threshold", type=float, default=0.9, help="confidence to commit a position"
     )
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
@@ -67,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         block_length=args.block_length,
         steps=args.steps,
         threshold=args.threshold,
+        order=args.order,
     )
 
     def progress(mode: str, done: int, total: int) -> None:

@@ -84,6 +84,13 @@ def add_parser(subparsers: Any) -> None:
         "--temperature", type=float, default=defaults.temperature, help="0 = greedy"
     )
     parser.add_argument("--top-p", type=float, default=defaults.top_p)
+    parser.add_argument(
+        "--order",
+        choices=("confidence", "prefix"),
+        default=None,
+        help="diffusion commit order: most confident anywhere, or left to right in confident runs"
+        " (default: the model's)",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -99,6 +106,7 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
             temperature=args.temperature,
             top_p=args.top_p,
             seed=args.seed,
+            order=args.order,
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc

@@ -326,6 +326,8 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
     model_cfg = ModelConfig.from_dict(state["config"]["model"])
     model_cfg.mask_token_id, model_cfg.end_token_id = tok.mask_id, tok.end_id
     model_cfg.pad_token_id = tok.pad_id
+    # A decoding default, not part of training: the config file's value wins.
+    model_cfg.commit_order = config.model.commit_order
     model = Transformer(model_cfg)
     model.load_state_dict(state["model"])
     dest = Path(dest or config.export_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -110,8 +111,8 @@ def test_batch_equals_one_by_one(attention: str, shift: int) -> None:
 
 def test_a_shifted_block_model_with_ar_weights_decodes_like_the_ar_model() -> None:
     """A block model with ``logits_shift=1`` started from causal weights (the embedded
-    drafter's recipe): with one-token blocks each position is predicted from the clean
-    token before it, which is exactly autoregressive decoding."""
+    drafter's recipe) predicts a block's first position from the clean token before
+    it: with one-token blocks that is exactly autoregressive decoding."""
     from agentflow.engine.autoregressive import ARDecoder
 
     ar = make_model(make_config("causal", end_token_id=None), seed=4)
@@ -121,6 +122,26 @@ def test_a_shifted_block_model_with_ar_weights_decodes_like_the_ar_model() -> No
     expected = ARDecoder(ar).generate(PROMPTS, cfg).sequences
     assert all(1 not in row for row in expected)  # the sampler never answers the mask token
     assert DiffusionEngine(dlm).generate(PROMPTS, cfg).sequences == expected
+
+
+def test_prefix_order_commits_confident_runs_and_the_model_sets_the_default() -> None:
+    model = make_model(make_config("block", end_token_id=None), seed=2)
+    engine = DiffusionEngine(model)
+    sure = GenerationConfig(max_new_tokens=8, block_length=4, steps=4, threshold=0.0)
+    # every position is confident enough: one forward pass per block, as with "confidence"
+    assert engine.generate(PROMPTS[0], replace(sure, order="prefix")).stats.nfe == 2
+    unsure = replace(sure, threshold=None, order="prefix")
+    assert engine.generate(PROMPTS[0], unsure).stats.nfe == 8  # one per step, left to right
+    default = engine.generate(PROMPTS[0], replace(unsure, order=None)).sequences
+    model.config.commit_order = "prefix"
+    assert engine.generate(PROMPTS[0], replace(unsure, order=None)).sequences == (
+        engine.generate(PROMPTS[0], unsure).sequences
+    )
+    assert default == engine.generate(PROMPTS[0], replace(unsure, order="confidence")).sequences
+    with pytest.raises(ValueError, match="order"):
+        GenerationConfig(order="random")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="commit_order"):
+        make_config("block", commit_order="random")
 
 
 def test_greedy_is_deterministic_and_seeded_sampling_reproducible(block_model: Transformer) -> None:
