@@ -28,16 +28,14 @@ lint: $(STAMP)
 format: $(STAMP)
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-# The shipped pair, in three stages (docs/models.md): stage 1 from scratch (the DLM was
-# stopped at step 1495); stages 2 and 3 continue each model from the previous export
-# on fresh corpus samples.
+# The shipped pair (docs/models.md): the AR model in three stages (stage 1 from
+# scratch, stages 2 and 3 continue from the previous export on fresh corpus samples),
+# then the diffusion drafter starts from the AR export (shifted block diffusion).
 train: $(STAMP)
-	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm.json --max-steps 1495
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar.json
-	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-continue.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-continue.json
-	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-stage3.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage3.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -140,6 +140,7 @@ def test_shipped_configs_parse() -> None:
         "tiny-ar-continue.json",
         "tiny-dlm-stage3.json",
         "tiny-ar-stage3.json",
+        "tiny-dlm-from-ar.json",
     ):
         config = TrainConfig.load(root / name)
         assert config.model.vocab_size == config.tokenizer.vocab_size
@@ -168,3 +169,21 @@ def test_a_run_can_start_from_a_shipped_checkpoint(
         )
     with pytest.raises(ValueError, match="top-level keys"):
         TrainConfig.from_dict({**source.to_dict(), "init_form": "typo"})
+
+
+def test_a_shifted_drafter_starts_from_an_ar_export_and_keeps_its_commit_order(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    """The embedded drafter's recipe: block diffusion with logits_shift=1 from AR weights."""
+    source = _config(tmp_path, small_tokenizer_path, "autoregressive", "ar")
+    train(source, progress=False, max_steps=1)
+    ar_export = export(source)
+
+    drafter = _config(tmp_path, small_tokenizer_path, "diffusion", "drafter")
+    drafter.init_from = str(ar_export)
+    drafter.model.logits_shift = 1
+    drafter.model.commit_order = "prefix"
+    assert train(drafter, progress=False, max_steps=2).steps == 2
+    shipped = load_checkpoint(export(drafter))
+    assert shipped.config.attention == "block"
+    assert (shipped.config.logits_shift, shipped.config.commit_order) == (1, "prefix")
