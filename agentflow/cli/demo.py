@@ -110,7 +110,10 @@ def run(args: argparse.Namespace) -> int:
             agent.mode = mode
         if not args.json:
             print(f"customer: {args.message}")
-        result = anyio.run(lambda: agent.run(args.message))
+        try:
+            result = anyio.run(lambda: agent.run(args.message))
+        except ValueError as exc:  # a setting the model refuses (e.g. auto mode without a verifier)
+            raise CLIError(str(exc)) from exc
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str))
     else:

@@ -63,3 +63,11 @@ def test_the_shipped_models_answer_the_demo_request(capsys: pytest.CaptureFixtur
     assert results[0]["arguments"] == {"order_id": "58213"}
     assert results[0]["error"] is None and results[0]["result"]["status"] == "shipped"
     assert run["completed"] is True and run["output"]
+
+
+def test_auto_mode_without_a_verifier_is_a_clear_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from agentflow.engine.checkpoints import resolve_model_path
+
+    folder = resolve_model_path("agentflow-tiny-dlm")  # as a folder: no packaged verifier
+    assert main(["demo", "--model", str(folder), "--mode", "auto"]) == 2
+    assert "needs an autoregressive verifier" in capsys.readouterr().err
