@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 DecodeMode = Literal["diffusion", "hybrid", "ar"]
+#: Which masked positions a diffusion step commits (see :mod:`agentflow.engine.sampler`).
+CommitOrder = Literal["confidence", "prefix"]
+COMMIT_ORDERS: tuple[str, ...] = ("confidence", "prefix")
 
 #: Streaming callback: ``on_block(row, token_ids)`` receives each newly committed
 #: piece of row ``row`` of the batch (a block in diffusion mode, a token or a
@@ -41,11 +44,13 @@ class GenerationConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    order: Literal["confidence", "prefix"] | None = None
+    order: CommitOrder | None = None
 
     def __post_init__(self) -> None:
-        if self.order not in (None, "confidence", "prefix"):
-            raise ValueError(f"order must be 'confidence', 'prefix' or None, got {self.order!r}")
+        if self.order is not None and self.order not in COMMIT_ORDERS:
+            raise ValueError(
+                f"order must be one of {', '.join(COMMIT_ORDERS)} or None, got {self.order!r}"
+            )
         if self.max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
         if self.block_length < 1:

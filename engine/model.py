@@ -24,10 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from .generation import COMMIT_ORDERS, CommitOrder
+
 AttentionMode = Literal["bidirectional", "causal", "block"]
-#: Which masked positions a diffusion step commits (see :mod:`agentflow.engine.sampler`).
-CommitOrder = Literal["confidence", "prefix"]
-COMMIT_ORDERS: tuple[str, ...] = ("confidence", "prefix")
 
 
 @dataclass

@@ -34,9 +34,11 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--block-length", type=int, default=32)
     parser.add_argument("--steps", type=int, default=32, help="max refinement steps per block")
+    from agentflow.engine.generation import COMMIT_ORDERS  # torch-free
+
     parser.add_argument(
         "--order",
-        choices=("confidence", "prefix"),
+        choices=COMMIT_ORDERS,
         default=None,
         help="diffusion commit order (default: the model's)",
     )

@@ -22,7 +22,12 @@ from agentflow.cli import CLIError
 from agentflow.engine.chat_template import ChatMessage
 from agentflow.engine.checkpoints import DEFAULT_MODEL, LoadedModel, load_checkpoint
 from agentflow.engine.constraints.protocol import DecodeConstraint
-from agentflow.engine.generation import BlockCallback, GenerationConfig, GenerationResult
+from agentflow.engine.generation import (
+    COMMIT_ORDERS,
+    BlockCallback,
+    GenerationConfig,
+    GenerationResult,
+)
 from agentflow.engine.hf_chat_template import render_conversation
 
 #: A decoder: (loaded model, args, prompt ids, config, constraint, streaming callback) → result.
@@ -86,7 +91,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--top-p", type=float, default=defaults.top_p)
     parser.add_argument(
         "--order",
-        choices=("confidence", "prefix"),
+        choices=COMMIT_ORDERS,
         default=None,
         help="diffusion commit order: most confident anywhere, or left to right in confident runs"
         " (default: the model's)",
