@@ -11,10 +11,13 @@ token disabled, and diffusion runs a fixed number of steps per block
 (``--steps``; ``--threshold`` is off), so every run decodes exactly the asked
 number of tokens. With trained checkpoints pass ``--dlm``/``--ar`` (names or
 folders) and usually ``--threshold 0.9``: runs then stop at the end token and
-tokens/s counts the tokens actually produced.
+tokens/s counts the tokens actually produced. ``--schema`` decodes both under the
+action constraint of the prompt's tools (what an agent step does: tool-call
+outputs, tokens the schema forces filled without a forward pass, for both).
 
     python benchmarks/decode_speed.py                    # random weights, ~2-3 min on 2 cores
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9
+    python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9 --schema
 """
 
 from __future__ import annotations
@@ -112,6 +115,14 @@ def prompt_ids(tokenizer: Any, length: int) -> tuple[str, list[int]]:
     while len(ids) < length:
         ids = tokenizer.encode(text.split("<|user|>")[0]) + ids
     return text, ids[-length:]
+
+
+def action_constraint(tokenizer: Any) -> Any:
+    """The compiled action constraint of :data:`TOOLS` (compiled once, outside the timings)."""
+    from agentflow.action_schema import build_action_schema
+    from agentflow.engine.constraints import compile_constraint
+
+    return compile_constraint(build_action_schema(TOOLS, None), tokenizer)
 
 
 def byte_tokenizer() -> Any:
@@ -212,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--threshold", type=float, default=None, help="confidence threshold (default: off)"
     )
+    parser.add_argument(
+        "--schema", action="store_true", help="decode under the action constraint of the tools"
+    )
     parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median)")
     parser.add_argument(
@@ -241,10 +255,15 @@ def main(argv: list[str] | None = None) -> int:
         block_length=args.block_length, steps=args.steps, threshold=args.threshold
     )
 
+    compiled = action_constraint(tokenizer) if args.schema else None
+
+    def constraints(n: int, budget: int) -> list[Any] | None:
+        return None if compiled is None else [compiled.session(budget) for _ in range(n)]
+
     # Warm up both paths (allocator, SDPA kernels) outside the timings.
     warm = replace(base, max_new_tokens=args.block_length)
-    diffusion.generate([ids], warm)
-    autoregressive.generate([ids], warm)
+    diffusion.generate([ids], warm, constraints=constraints(1, args.block_length))
+    autoregressive.generate([ids], warm, constraints=constraints(1, args.block_length))
 
     rows: list[dict[str, Any]] = []
     for batch in args.batch:
@@ -254,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
             cell: dict[str, dict[str, Any]] = {}
             for mode, decoder in (("diffusion", diffusion), ("ar", autoregressive)):
                 result, seconds = timed(
-                    lambda d=decoder, p=prompts, c=cfg: d.generate(p, c), args.repeats
+                    lambda d=decoder, p=prompts, c=cfg: d.generate(
+                        p, c, constraints=constraints(len(p), c.max_new_tokens)
+                    ),
+                    args.repeats,
                 )
                 s = result.stats
                 per_row_nfe = s.nfe  # one forward pass serves the whole batch
@@ -278,6 +300,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = f"{'mode':<10}{'batch':>6}{'new':>6}{'tokens':>8}{'nfe':>6}{'fwd/tok':>9}{'tok/fwd':>9}{'seconds':>9}{'tok/s':>9}{'vs AR':>7}"
     print(f"prompt {len(ids)} tokens; block {args.block_length}, steps {args.steps}, threshold {args.threshold}; "
+          f"action constraint {'on' if args.schema else 'off'}; "
           f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}; "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(header)
@@ -296,6 +319,7 @@ def main(argv: list[str] | None = None) -> int:
         "block_length": args.block_length,
         "steps": args.steps,
         "threshold": args.threshold,
+        "schema": args.schema,
         "torch_threads": torch.get_num_threads(),
         # Figures on a shared machine depend on its load; record it with them.
         "load_average_1m": os.getloadavg()[0],

@@ -9,7 +9,9 @@ model has to read the tool list and copy argument values from the user's words.
 
 ``split="heldout"`` draws from the held-out parts of every pool (tool-name verbs,
 descriptions, parameter names, request templates, chatter, instructions), which
-training never sees.
+training never sees. The training split is also perturbed (:mod:`.augment`): some
+tool-name verbs, tool names and parameter names are generic or made up, and some
+requests lose a few words, so that names cannot be memorized in place of reading.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ from ..chat_template import (
     format_tool_calls,
     render_prompt,
 )
-from . import domain_itops, domain_support, phrasing, slots
+from . import augment, domain_itops, domain_support, phrasing, slots
+from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
+from .made_up_tools import made_up_tool
 from .slots import Drawn
 
 ALL_CONCEPTS: tuple[Concept, ...] = (
     domain_support.CONCEPTS + domain_itops.CONCEPTS + domain_itops.GENERAL
 )
+#: Bumped whenever the same (split, seed) starts drawing different samples.
+CORPUS_VERSION = 3
+# Made-up names must never coincide with a real pool word of either split.
+_POOL_VERBS = {v for c in ALL_CONCEPTS for v in c.verbs}
+_POOL_KEYS = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
+_POOL_NOUNS = {n for c in ALL_CONCEPTS for n in c.nouns}
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
 _DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
 _EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -127,14 +137,24 @@ def _base_schema(param: Param, rng: random.Random) -> dict[str, Any]:
 class CorpusGenerator:
     """Draws :class:`Sample` s for one split from one seed (fully reproducible)."""
 
-    def __init__(self, split: Split = "train", seed: int = 0) -> None:
+    def __init__(
+        self, split: Split = "train", seed: int = 0, augmentation: Augmentation | None = None
+    ) -> None:
+        """``augmentation`` defaults to :data:`augment.TRAINING` for training, none for held-out."""
         if split not in ("train", "heldout"):
             raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
         self.split: Split = split
+        if augmentation is None:
+            augmentation = augment.TRAINING if split == "train" else augment.NONE
+        self.augmentation = augmentation
         self.rng = random.Random(f"{split}:{seed}")
         self.by_domain: dict[str, list[Concept]] = {}
         for concept in ALL_CONCEPTS:
             self.by_domain.setdefault(concept.domain, []).append(concept)
+
+    def _chance(self, p: float) -> bool:
+        """True with probability ``p``; draws nothing when ``p == 0`` (held-out stays stable)."""
+        return p > 0 and self.rng.random() < p
 
     def _pool(self, pool: Any) -> list[Any]:
         return split_pool(pool, self.split)
@@ -143,13 +163,23 @@ class CorpusGenerator:
 
     def make_tool(self, concept: Concept, taken: set[str]) -> _Tool:
         """A randomized tool for ``concept`` whose name is not in ``taken``."""
-        rng = self.rng
+        rng, aug = self.rng, self.augmentation
         verbs, nouns = self._pool(concept.verbs), list(concept.nouns)
-        name = _tool_name(rng.choice(verbs), rng.choice(nouns), rng)
+        made_up_tool = self._chance(aug.opaque_tool)
+
+        def draw_name() -> str:
+            if made_up_tool:
+                return augment.made_up_word(rng, (2, 4))
+            verb = rng.choice(verbs)
+            if self._chance(aug.opaque_verb):
+                verb = augment.opaque_verb(rng, _POOL_VERBS)
+            return _tool_name(verb, rng.choice(nouns), rng)
+
+        name = draw_name()
         for _ in range(20):
             if name not in taken:
                 break
-            name = _tool_name(rng.choice(verbs), rng.choice(nouns), rng)
+            name = draw_name()
         else:
             name = f"{name}_{len(taken)}"
         properties: dict[str, Any] = {}
@@ -167,6 +197,8 @@ class CorpusGenerator:
                 is_required = True
             options = [k for k in self._pool(param.keys) if k not in properties]
             key = rng.choice(options or [f"{param.role}_arg"])
+            if self._chance(aug.opaque_key):
+                key = augment.opaque_key(rng, _POOL_KEYS, set(properties))
             schema = _base_schema(param, rng)
             if param.enum_from and rng.random() < 0.5:
                 values = list(dict.fromkeys(v for _, v in param.enum_from))
@@ -191,7 +223,8 @@ class CorpusGenerator:
             extra, schema = rng.choice(_EXTRA_PARAMS)
             if extra not in properties:
                 properties[extra] = dict(schema)
-        description = "" if rng.random() < 0.1 else rng.choice(self._pool(concept.descs))
+        no_description = rng.random() < 0.1 and not made_up_tool
+        description = "" if no_description else rng.choice(self._pool(concept.descs))
         parameters = {"type": "object", "properties": properties, "required": required}
         tool = ToolSpec(name, description, parameters)
         return _Tool(concept, tool, keys, params, forced, enum_roles)
@@ -221,14 +254,23 @@ class CorpusGenerator:
 
     # -- requests ------------------------------------------------------------
 
-    def _fill(self, template: str, drawn: dict[str, Drawn], casing: str, typo: bool) -> str:
+    def _fill(
+        self, template: str, drawn: dict[str, Drawn], casing: str, typo: bool, drop: float = 0.0
+    ) -> str:
+        """The template with its placeholders filled; literal words may vary or be dropped."""
+
+        def literal(text: str) -> str:
+            if drop:
+                text = augment.drop_words(text, self.rng, drop)
+            return phrasing.vary_literal(text, self.rng, casing, typo)
+
         out: list[str] = []
         pos = 0
         for m in _PLACEHOLDER.finditer(template):
-            out.append(phrasing.vary_literal(template[pos : m.start()], self.rng, casing, typo))
+            out.append(literal(template[pos : m.start()]))
             out.append(drawn[m.group(1)].surface)
             pos = m.end()
-        out.append(phrasing.vary_literal(template[pos:], self.rng, casing, typo))
+        out.append(literal(template[pos:]))
         return "".join(out)
 
     def _draw(self, tool: _Tool, param: Param) -> Drawn:
@@ -243,7 +285,9 @@ class CorpusGenerator:
         concept = tool.concept
         drawn = {p.role: self._draw(tool, p) for p in tool.params if p.required}
         typo = rng.random() < 0.08
-        text = self._fill(rng.choice(self._pool(concept.requests)), drawn, casing, typo)
+        aug = self.augmentation
+        drop = aug.drop_rate if self._chance(aug.drop_words) else 0.0
+        text = self._fill(rng.choice(self._pool(concept.requests)), drawn, casing, typo, drop)
         for param in tool.params:
             if param.required or (param.role not in tool.forced and rng.random() < 0.5):
                 continue
@@ -302,6 +346,8 @@ class CorpusGenerator:
     def sample(self) -> Sample:
         """Draw one sample."""
         rng = self.rng
+        if self._chance(self.augmentation.made_up_intent):
+            return self._made_up()
         kind = rng.choices(list(_KIND_WEIGHTS), weights=list(_KIND_WEIGHTS.values()))[0]
         if kind == "no_tool":
             return self._no_tool()
@@ -457,6 +503,39 @@ class CorpusGenerator:
             "chain",
             self._instructions(),
             final=answer,
+        )
+
+    def _made_up(self) -> Sample:
+        """Made-up tools asked for in their own words: choosing one needs reading the list."""
+        rng = self.rng
+        avoid = _POOL_VERBS | _POOL_NOUNS
+        made = [made_up_tool(rng, _tool_name, avoid)]
+        for _ in range(rng.choice((1, 2, 2, 3, 4, 5))):
+            noun = made[0].noun if rng.random() < 0.3 else None  # same noun, other verb
+            made.append(made_up_tool(rng, _tool_name, avoid, noun))
+        wanted = made[:2] if rng.random() < 0.2 else made[:1]
+        taken = {t.spec.name for t in made}
+        real = []
+        for concept in rng.sample(ALL_CONCEPTS, rng.choice((0, 0, 1, 2))):
+            tool = self.make_tool(concept, taken)
+            taken.add(tool.spec.name)
+            real.append(tool.spec)
+        specs = [t.spec for t in made] + real
+        rng.shuffle(specs)
+        requests = [t.request(rng) for t in wanted]
+        joiner = rng.choice(self._pool(phrasing.CONNECTORS))
+        copied = [c for r in requests for c in r.copied]
+        text = self._decorate(joiner.join(r.text for r in requests), "plain", copied)
+        calls = [r.call for r in requests]
+        return Sample(
+            tuple(specs),
+            (ChatMessage("user", text),),
+            format_tool_calls(calls),
+            "general",
+            "made_up",
+            self._instructions(),
+            calls=tuple(calls),
+            copied=tuple(copied),
         )
 
     def _no_tool(self) -> Sample:

@@ -31,7 +31,7 @@ from ..checkpoints import load_checkpoint, save_checkpoint
 from ..model import ModelConfig, Transformer
 from ..tokenizer import Tokenizer
 from .config import TrainConfig
-from .corpus import CorpusGenerator
+from .corpus import CORPUS_VERSION, CorpusGenerator
 from .objectives import IGNORE, Batch, Example, autoregressive_batch, diffusion_batch
 from .tokenizer_training import train_and_save
 
@@ -81,7 +81,7 @@ def build_examples(tok: Tokenizer, split: str, n: int, seed: int, max_len: int) 
 def load_examples(config: TrainConfig, tok: Tokenizer) -> tuple[list[Example], list[Example]]:
     """Training and held-out examples, cached in ``out_dir`` (keyed by tokenizer and data settings)."""
     d = config.data
-    key = f"{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
+    key = f"v{CORPUS_VERSION}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
     cache = Path(config.out_dir) / f"data-{key}.pt"
     if cache.is_file():
         raw = torch.load(cache)

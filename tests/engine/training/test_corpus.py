@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
+import re
 
 import jsonschema
 import pytest
 
 from agentflow.action_schema import build_action_schema
 from agentflow.engine.chat_template import ASSISTANT
+from agentflow.engine.training import augment
+from agentflow.engine.training.augment import drop_words, opaque_key, opaque_verb
 from agentflow.engine.training.concepts import split_pool
-from agentflow.engine.training.corpus import ALL_CONCEPTS, CorpusGenerator, Sample
+from agentflow.engine.training.corpus import _EXTRA_PARAMS, ALL_CONCEPTS, CorpusGenerator, Sample
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,8 @@ def test_every_heldout_target_is_a_valid_action(heldout_samples: list[Sample]) -
 
 
 def test_the_corpus_covers_every_kind_and_domain(train_samples: list[Sample]) -> None:
-    assert {s.kind for s in train_samples} == {"call", "parallel", "final", "no_tool", "chain"}
+    kinds = {"call", "parallel", "final", "no_tool", "chain", "made_up"}
+    assert {s.kind for s in train_samples} == kinds
     assert {s.domain for s in train_samples} == {"support", "itops", "general"}
     assert any(len(s.calls) == 2 for s in train_samples)
     counts = {len(s.tools) for s in train_samples if s.kind == "call"}
@@ -103,3 +108,72 @@ def test_heldout_requests_use_unseen_templates_and_tool_names(
 def test_unknown_split_is_refused() -> None:
     with pytest.raises(ValueError, match="split"):
         CorpusGenerator("test", 0)  # type: ignore[arg-type]
+
+
+def _names(samples: list[Sample]) -> tuple[set[str], set[str]]:
+    tools = {t.name for s in samples for t in s.tools}
+    keys = {k for s in samples for t in s.tools for k in t.parameters["properties"]}
+    return tools, keys
+
+
+def _known_keys(keys: set[str]) -> set[str]:
+    """Parameter names from the concepts' pools, the unused extras and the fallback ``*_arg``."""
+    pools = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
+    extras = {name for name, _ in _EXTRA_PARAMS}
+    return pools | extras | {k for k in keys if k.endswith("_arg")}
+
+
+def test_training_split_hides_some_names_so_they_cannot_be_memorized(
+    train_samples: list[Sample],
+) -> None:
+    tools, keys = _names(train_samples)
+    made_up_keys = keys - _known_keys(keys)
+    assert len(made_up_keys) >= 20  # generic ("arg2") or made up ("tresami")
+    # some tool names carry no pool verb: a generic or made-up verb, or a made-up name
+    verbs = {v.replace("_", "") for c in ALL_CONCEPTS for v in c.verbs}
+    bare = [n for n in tools if not any(v in n.lower().replace("_", "") for v in verbs)]
+    assert len(bare) >= 0.1 * len(tools)
+
+
+def test_heldout_split_is_not_perturbed(heldout_samples: list[Sample]) -> None:
+    _, keys = _names(heldout_samples)
+    assert keys <= _known_keys(keys)
+
+
+def test_without_augmentation_training_uses_pool_names_only() -> None:
+    plain = CorpusGenerator("train", 0, augmentation=augment.NONE)
+    _, keys = _names(list(plain.samples(200)))
+    assert keys <= _known_keys(keys)
+
+
+def test_made_up_words_never_collide_with_pool_words() -> None:
+    rng = random.Random(0)
+    pool_keys = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
+    verbs = {v for c in ALL_CONCEPTS for v in c.verbs}
+    assert not {opaque_key(rng, pool_keys, set()) for _ in range(500)} & pool_keys
+    assert not {opaque_verb(rng, verbs) for _ in range(500)} & verbs
+
+
+def test_dropping_words_keeps_the_spacing_and_never_empties_a_literal() -> None:
+    assert drop_words(" order ", random.Random(0), 1.0) == " order "
+    kept = drop_words("where is my order now", random.Random(1), 0.5)
+    assert kept and set(kept.split()) <= {"where", "is", "my", "order", "now"}
+    assert "  " not in kept
+
+
+def test_made_up_tools_are_chosen_by_their_own_words(train_samples: list[Sample]) -> None:
+    made_up = [s for s in train_samples if s.kind == "made_up"]
+    assert len(made_up) >= 0.08 * len(train_samples)
+    for s in made_up:
+        said = set(re.findall(r"\w+", s.messages[-1].content.lower()))
+        described = {
+            t.name: set(
+                re.findall(r"[A-Za-z][a-z]*", f"{t.name} {t.description}".replace("_", " "))
+            )
+            for t in s.tools
+        }
+        described = {n: {w.lower() for w in ws} for n, ws in described.items()}
+        for name, _ in s.calls:
+            others = set().union(*(w for n, w in described.items() if n != name))
+            # the request uses a word of the called tool's name or description no other tool has
+            assert (described[name] - others) & said, (name, s)
