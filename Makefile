@@ -30,12 +30,15 @@ format: $(STAMP)
 
 # The shipped pair (docs/models.md): the AR model in three stages (stage 1 from
 # scratch, stages 2 and 3 continue from the previous export on fresh corpus samples),
-# then the diffusion drafter starts from the AR export (shifted block diffusion).
+# then the diffusion drafter starts from the AR export (shifted block diffusion);
+# a last stage continues each on the perturbed corpus (names hidden, made-up tools).
 train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-continue.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage3.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage4.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar-stage2.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

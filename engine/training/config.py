@@ -30,6 +30,9 @@ class DataSettings:
     heldout_samples: int = 64
     seed: int = 0
     max_len: int = 384
+    # Perturb the training split (augment.TRAINING: names hidden, made-up tools).
+    # The configs of the stages trained before it existed say ``false``.
+    augment: bool = True
 
 
 @dataclass

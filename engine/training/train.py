@@ -30,6 +30,7 @@ from tqdm import tqdm
 from ..checkpoints import load_checkpoint, save_checkpoint
 from ..model import ModelConfig, Transformer
 from ..tokenizer import Tokenizer
+from . import augment
 from .config import TrainConfig
 from .corpus import CORPUS_VERSION, CorpusGenerator
 from .objectives import IGNORE, Batch, Example, autoregressive_batch, diffusion_batch
@@ -66,9 +67,15 @@ def load_or_train_tokenizer(config: TrainConfig) -> Tokenizer:
     return Tokenizer.from_file(path)
 
 
-def build_examples(tok: Tokenizer, split: str, n: int, seed: int, max_len: int) -> list[Example]:
-    """Tokenize ``n`` corpus samples of ``split``; drop the few longer than ``max_len``."""
-    samples = list(CorpusGenerator(split, seed).samples(n))  # type: ignore[arg-type]
+def build_examples(
+    tok: Tokenizer, split: str, n: int, seed: int, max_len: int, augmented: bool = True
+) -> list[Example]:
+    """Tokenize ``n`` corpus samples of ``split``; drop the few longer than ``max_len``.
+
+    ``augmented=False`` draws the training split without :mod:`.augment`'s perturbations.
+    """
+    augmentation = None if augmented else augment.NONE
+    samples = list(CorpusGenerator(split, seed, augmentation).samples(n))  # type: ignore[arg-type]
     prompts = tok.hf.encode_batch([s.prompt() for s in samples], add_special_tokens=False)
     targets = tok.hf.encode_batch([s.target for s in samples], add_special_tokens=False)
     out = []
@@ -81,13 +88,13 @@ def build_examples(tok: Tokenizer, split: str, n: int, seed: int, max_len: int) 
 def load_examples(config: TrainConfig, tok: Tokenizer) -> tuple[list[Example], list[Example]]:
     """Training and held-out examples, cached in ``out_dir`` (keyed by tokenizer and data settings)."""
     d = config.data
-    key = f"v{CORPUS_VERSION}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
+    key = f"v{CORPUS_VERSION}{'a' if d.augment else ''}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
     cache = Path(config.out_dir) / f"data-{key}.pt"
     if cache.is_file():
         raw = torch.load(cache)
         return [Example(*e) for e in raw["train"]], [Example(*e) for e in raw["heldout"]]
     t0 = time.perf_counter()
-    train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len)
+    train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len, d.augment)
     held = build_examples(tok, "heldout", d.heldout_samples, d.seed, d.max_len)
     cache.parent.mkdir(parents=True, exist_ok=True)
     _save(
