@@ -7,7 +7,7 @@ one or more modes (``diffusion``: the block-diffusion model; ``ar``: the
 autoregressive model; ``hybrid``: diffusion drafts verified by the AR model),
 under the step's action constraint unless ``constrained=False``.
 
-Metrics (per mode, overall and per domain):
+Metrics (per mode, overall, per domain and per kind of turn):
 
 - ``tool_choice``: the called tool names equal the expected ones (cases that expect calls);
 - ``exact_args``: the calls, arguments included, equal the expected ones exactly;
@@ -247,13 +247,15 @@ def _rate(values: list[bool]) -> float:
 
 
 def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, float]]]:
-    """Percentages and latency per mode, overall (``"all"``) and per domain."""
+    """Percentages and latency per mode: overall (``"all"``), per domain, per kind (``"kind:call"``)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for mode in dict.fromkeys(r.mode for r in results):
         rows = [r for r in results if r.mode == mode]
         groups: dict[str, list[CaseResult]] = {"all": rows}
         for r in rows:
             groups.setdefault(r.domain, []).append(r)
+        for r in rows:
+            groups.setdefault(f"kind:{r.kind}", []).append(r)
         out[mode] = {}
         for name, group in groups.items():
             calls = [r for r in group if r.expects_calls]
@@ -275,7 +277,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
 
 
 def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
-    """A plain-text table: one row per (mode, domain)."""
+    """A plain-text table: one row per (mode, group)."""
     cols = (
         "cases",
         "tool_choice",
@@ -286,11 +288,11 @@ def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
         "ms_per_step",
         "tokens_per_forward",
     )
-    head = f"{'mode':<10} {'domain':<8} " + " ".join(f"{c:>14}" for c in cols)
+    head = f"{'mode':<10} {'group':<13} " + " ".join(f"{c:>14}" for c in cols)
     lines = [head, "-" * len(head)]
     for mode, groups in summary.items():
         for domain, m in groups.items():
-            lines.append(f"{mode:<10} {domain:<8} " + " ".join(f"{m[c]:>14}" for c in cols))
+            lines.append(f"{mode:<10} {domain:<13} " + " ".join(f"{m[c]:>14}" for c in cols))
     return "\n".join(lines)
 
 

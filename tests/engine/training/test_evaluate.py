@@ -98,7 +98,10 @@ def test_summary_and_table() -> None:
     assert summary["diffusion"]["all"]["exact_args"] == 50.0
     assert summary["diffusion"]["all"]["ms_per_step"] == 20.0
     assert summary["diffusion"]["all"]["tokens_per_forward"] == 2.0
-    assert "itops" in format_table(summary)
+    assert summary["diffusion"]["kind:call"]["exact_args"] == 50.0
+    assert summary["diffusion"]["itops"]["exact_args"] == 100.0
+    table = format_table(summary)
+    assert "itops" in table and "kind:call" in table
 
 
 @pytest.mark.slow
