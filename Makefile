@@ -39,6 +39,8 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage4.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar-stage2.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage5.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar-stage3.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info

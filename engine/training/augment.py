@@ -14,7 +14,8 @@ of the values in the request — to choose a tool and fill its arguments.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
 
 from .concepts import words
 
@@ -41,12 +42,30 @@ class Augmentation:
     drop_words: float = 0.3  # a request loses some of its literal words ...
     drop_rate: float = 0.08  # ... each with this probability
     made_up_intent: float = 0.15  # a conversation about made-up tools (made_up_tools.py)
+    made_up_distractors: float = 0.2  # other conversations list 1-2 made-up tools they don't need
 
 
 #: What the training split uses.
 TRAINING = Augmentation()
 #: What the held-out split uses: nothing.
-NONE = Augmentation(0, 0, 0, 0, 0, 0)
+NONE = Augmentation(0, 0, 0, 0, 0, 0, 0)
+
+
+def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:
+    """A config's ``data.augment``: ``true`` (:data:`TRAINING`), ``false`` (:data:`NONE`),
+    or an object overriding some of :data:`TRAINING`'s probabilities."""
+    if isinstance(setting, bool):
+        return TRAINING if setting else NONE
+    if not isinstance(setting, Mapping):
+        raise ValueError(f"augment must be true, false or an object, got {setting!r}")
+    names = [f.name for f in fields(Augmentation)]
+    unknown = sorted(set(setting) - set(names))
+    if unknown:
+        raise ValueError(f"unknown augment keys {unknown}; known: {names}")
+    for key, value in setting.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise ValueError(f"augment.{key} must be a probability in [0, 1], got {value!r}")
+    return replace(TRAINING, **{k: float(v) for k, v in setting.items()})
 
 
 def made_up_word(rng: random.Random, syllables: tuple[int, int] = (2, 3)) -> str:

@@ -30,9 +30,15 @@ class DataSettings:
     heldout_samples: int = 64
     seed: int = 0
     max_len: int = 384
-    # Perturb the training split (augment.TRAINING: names hidden, made-up tools).
-    # The configs of the stages trained before it existed say ``false``.
-    augment: bool = True
+    # Perturb the training split: true (augment.TRAINING: names hidden, made-up tools),
+    # false, or an object overriding some of TRAINING's probabilities. The configs of
+    # stages trained before a perturbation existed switch it off, so they reproduce.
+    augment: bool | dict[str, float] = True
+
+    def __post_init__(self) -> None:
+        from .augment import from_setting
+
+        from_setting(self.augment)  # a bad setting fails when the config loads
 
 
 @dataclass

@@ -40,7 +40,7 @@ ALL_CONCEPTS: tuple[Concept, ...] = (
     domain_support.CONCEPTS + domain_itops.CONCEPTS + domain_itops.GENERAL
 )
 #: Bumped whenever the same (split, seed) starts drawing different samples.
-CORPUS_VERSION = 3
+CORPUS_VERSION = 4
 # Made-up names must never coincide with a real pool word of either split.
 _POOL_VERBS = {v for c in ALL_CONCEPTS for v in c.verbs}
 _POOL_KEYS = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
@@ -252,6 +252,23 @@ class CorpusGenerator:
         rng.shuffle(tools)
         return tools, primary
 
+    def _tool_specs(self, tools: list[_Tool]) -> tuple[ToolSpec, ...]:
+        """The prompt's tool list; made-up tools may join as distractors.
+
+        Made-up names are targets in the made-up conversations; they must be
+        distractors too, or "the unfamiliar name is the one" becomes a shortcut.
+        """
+        specs = [t.spec for t in tools]
+        if self._chance(self.augmentation.made_up_distractors):
+            avoid = _POOL_VERBS | _POOL_NOUNS
+            taken = {s.name for s in specs}
+            for _ in range(self.rng.choice((1, 1, 2))):
+                spec = made_up_tool(self.rng, _tool_name, avoid).spec
+                if spec.name not in taken:
+                    specs.insert(self.rng.randint(0, len(specs)), spec)
+                    taken.add(spec.name)
+        return tuple(specs)
+
     # -- requests ------------------------------------------------------------
 
     def _fill(
@@ -365,7 +382,7 @@ class CorpusGenerator:
             text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.copied)
             calls = req_a.calls + req_b.calls
             return Sample(
-                tuple(t.spec for t in tools),
+                self._tool_specs(tools),
                 (ChatMessage("user", text),),
                 format_tool_calls(calls),
                 first.domain,
@@ -382,7 +399,7 @@ class CorpusGenerator:
         messages = [*history, ChatMessage("user", text)]
         if kind == "call":
             return Sample(
-                tuple(t.spec for t in tools),
+                self._tool_specs(tools),
                 tuple(messages),
                 format_tool_calls(req.calls),
                 first.domain,
@@ -405,7 +422,7 @@ class CorpusGenerator:
             ChatMessage("tool", compact_json(result), name=name),
         ]
         return Sample(
-            tuple(t.spec for t in tools),
+            self._tool_specs(tools),
             tuple(messages),
             format_final(answer),
             first.domain,
@@ -461,7 +478,7 @@ class CorpusGenerator:
         stage = rng.randrange(3)
         if stage == 0:
             return Sample(
-                tuple(t.spec for t in tools),
+                self._tool_specs(tools),
                 tuple(messages),
                 format_tool_calls(get_call),
                 "support",
@@ -480,7 +497,7 @@ class CorpusGenerator:
         refund_call = [(refund_tool.spec.name, args)]
         if stage == 1:
             return Sample(
-                tuple(t.spec for t in tools),
+                self._tool_specs(tools),
                 tuple(messages),
                 format_tool_calls(refund_call),
                 "support",
@@ -496,7 +513,7 @@ class CorpusGenerator:
         ]
         answer = rng.choice(self._pool(refund.finals)).format(**{**values, **done})
         return Sample(
-            tuple(t.spec for t in tools),
+            self._tool_specs(tools),
             tuple(messages),
             format_final(answer),
             "support",
@@ -546,7 +563,7 @@ class CorpusGenerator:
         domain = rng.choices(list(_DOMAIN_WEIGHTS), weights=list(_DOMAIN_WEIGHTS.values()))[0]
         tools = [] if rng.random() < 0.2 else self._toolset([self._concept(domain)])[0]
         return Sample(
-            tuple(t.spec for t in tools),
+            self._tool_specs(tools),
             (ChatMessage("user", text),),
             format_final(reply),
             domain,

@@ -10,6 +10,7 @@ projection (``hidden_only`` + ``project``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import math
@@ -19,7 +20,7 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,13 +69,17 @@ def load_or_train_tokenizer(config: TrainConfig) -> Tokenizer:
 
 
 def build_examples(
-    tok: Tokenizer, split: str, n: int, seed: int, max_len: int, augmented: bool = True
+    tok: Tokenizer,
+    split: str,
+    n: int,
+    seed: int,
+    max_len: int,
+    augmentation: augment.Augmentation | None = None,
 ) -> list[Example]:
     """Tokenize ``n`` corpus samples of ``split``; drop the few longer than ``max_len``.
 
-    ``augmented=False`` draws the training split without :mod:`.augment`'s perturbations.
+    ``augmentation`` defaults to the split's own (:class:`CorpusGenerator`).
     """
-    augmentation = None if augmented else augment.NONE
     samples = list(CorpusGenerator(split, seed, augmentation).samples(n))  # type: ignore[arg-type]
     prompts = tok.hf.encode_batch([s.prompt() for s in samples], add_special_tokens=False)
     targets = tok.hf.encode_batch([s.target for s in samples], add_special_tokens=False)
@@ -85,16 +90,24 @@ def build_examples(
     return out
 
 
+def _augmentation_key(augmentation: augment.Augmentation) -> str:
+    if augmentation == augment.NONE:
+        return ""
+    digest = hashlib.sha1(json.dumps(asdict(augmentation), sort_keys=True).encode())
+    return f"a{digest.hexdigest()[:8]}"
+
+
 def load_examples(config: TrainConfig, tok: Tokenizer) -> tuple[list[Example], list[Example]]:
     """Training and held-out examples, cached in ``out_dir`` (keyed by tokenizer and data settings)."""
     d = config.data
-    key = f"v{CORPUS_VERSION}{'a' if d.augment else ''}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
+    augmentation = augment.from_setting(d.augment)
+    key = f"v{CORPUS_VERSION}{_augmentation_key(augmentation)}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
     cache = Path(config.out_dir) / f"data-{key}.pt"
     if cache.is_file():
         raw = torch.load(cache)
         return [Example(*e) for e in raw["train"]], [Example(*e) for e in raw["heldout"]]
     t0 = time.perf_counter()
-    train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len, d.augment)
+    train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len, augmentation)
     held = build_examples(tok, "heldout", d.heldout_samples, d.seed, d.max_len)
     cache.parent.mkdir(parents=True, exist_ok=True)
     _save(

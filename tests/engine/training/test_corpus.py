@@ -177,3 +177,20 @@ def test_made_up_tools_are_chosen_by_their_own_words(train_samples: list[Sample]
             others = set().union(*(w for n, w in described.items() if n != name))
             # the request uses a word of the called tool's name or description no other tool has
             assert (described[name] - others) & said, (name, s)
+
+
+def test_made_up_tools_are_distractors_too() -> None:
+    # Targets in made-up conversations, made-up names must also be tools nobody asked
+    # for, or "call the unfamiliar name" becomes a shortcut on held-out tool lists.
+    only = augment.Augmentation(0, 0, 0, 0, 0, 0, made_up_distractors=1.0)
+    samples = list(CorpusGenerator("train", 0, augmentation=only).samples(120))
+    pool_words = {w for c in ALL_CONCEPTS for w in (*c.verbs, *c.nouns)}
+    seen = 0
+    for sample in samples:
+        _check(sample)
+        for tool in sample.tools:
+            name_words = {w.lower() for w in re.findall(r"[A-Za-z][a-z]*", tool.name)}
+            if not name_words & pool_words:
+                seen += 1
+                assert tool.name not in {name for name, _ in sample.calls}
+    assert seen >= len(samples)

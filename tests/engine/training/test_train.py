@@ -13,6 +13,7 @@ import torch
 from agentflow.engine.checkpoints import load_checkpoint
 from agentflow.engine.model import Transformer
 from agentflow.engine.tokenizer import Tokenizer
+from agentflow.engine.training import augment
 from agentflow.engine.training.config import TrainConfig
 from agentflow.engine.training.train import batch_order, export, init_weights_from, lr_at, train
 
@@ -133,17 +134,26 @@ def test_bad_configs_are_refused_with_the_problem_named(tmp_path: Path) -> None:
 
 def test_shipped_configs_parse() -> None:
     root = Path(__file__).resolve().parents[3] / "engine" / "training" / "configs"
-    for name in (
-        "tiny-dlm.json",
-        "tiny-ar.json",
-        "tiny-dlm-continue.json",
-        "tiny-ar-continue.json",
-        "tiny-dlm-stage3.json",
-        "tiny-ar-stage3.json",
-        "tiny-dlm-from-ar.json",
-    ):
+    names = sorted(p.name for p in root.glob("*.json"))
+    assert "tiny-ar-stage5.json" in names
+    for name in names:
         config = TrainConfig.load(root / name)
         assert config.model.vocab_size == config.tokenizer.vocab_size
+
+
+def test_augment_settings_are_checked_when_the_config_loads() -> None:
+    model = {"vocab_size": 64, "dim": 16, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1}
+    base = {"name": "x", "objective": "autoregressive", "out_dir": "o", "export_dir": "e"}
+    base["model"] = {**model, "ffn_dim": 32}
+    config = TrainConfig.from_dict({**base, "data": {"augment": {"made_up_distractors": 0}}})
+    chosen = augment.from_setting(config.data.augment)
+    assert chosen.made_up_distractors == 0
+    assert chosen.opaque_verb == augment.TRAINING.opaque_verb
+    assert augment.from_setting(False) == augment.NONE
+    with pytest.raises(ValueError, match=r"unknown augment keys.*made_up_distractor"):
+        TrainConfig.from_dict({**base, "data": {"augment": {"made_up_distractor": 0}}})
+    with pytest.raises(ValueError, match="opaque_verb must be a probability"):
+        TrainConfig.from_dict({**base, "data": {"augment": {"opaque_verb": 1.5}}})
 
 
 def test_a_run_can_start_from_a_shipped_checkpoint(
