@@ -68,6 +68,12 @@ def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:
     return replace(TRAINING, **{k: float(v) for k, v in setting.items()})
 
 
+def chance(rng: random.Random, p: float) -> bool:
+    """True with probability ``p``; draws nothing when ``p == 0``, so switching a
+    perturbation off leaves every other draw, and the held-out split, unchanged."""
+    return p > 0 and rng.random() < p
+
+
 def made_up_word(rng: random.Random, syllables: tuple[int, int] = (2, 3)) -> str:
     """A pronounceable word that means nothing (``"tresami"``)."""
     n = rng.randint(*syllables)

@@ -30,33 +30,17 @@ from ..chat_template import (
     format_tool_calls,
     render_prompt,
 )
-from . import augment, domain_itops, domain_support, phrasing, slots
+from . import augment, phrasing, slots
 from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
 from .made_up_tools import made_up_tool
 from .slots import Drawn
+from .tool_maker import ALL_CONCEPTS, POOL_NOUNS, POOL_VERBS, Tool, ToolMaker, tool_name
 
-ALL_CONCEPTS: tuple[Concept, ...] = (
-    domain_support.CONCEPTS + domain_itops.CONCEPTS + domain_itops.GENERAL
-)
 #: Bumped whenever the same (split, seed) starts drawing different samples.
 CORPUS_VERSION = 4
-# Made-up names must never coincide with a real pool word of either split.
-_POOL_VERBS = {v for c in ALL_CONCEPTS for v in c.verbs}
-_POOL_KEYS = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
-_POOL_NOUNS = {n for c in ALL_CONCEPTS for n in c.nouns}
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
 _DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
-_EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("dry_run", {"type": "boolean"}),
-    ("timeout", {"type": "integer"}),
-    ("locale", {"type": "string"}),
-    ("verbose", {"type": "boolean"}),
-    ("region", {"type": "string"}),
-    ("max_retries", {"type": "integer"}),
-    ("tags", {"type": "array", "items": {"type": "string"}}),
-    ("notes", {"type": "string"}),
-)
 _EXTRA_RESULT_FIELDS: tuple[tuple[str, Any], ...] = (
     ("placed", lambda r: slots.date(r).value),
     ("updated_at", lambda r: slots.date(r).value),
@@ -96,42 +80,11 @@ class Sample:
 
 
 @dataclass
-class _Tool:
-    concept: Concept
-    spec: ToolSpec
-    keys: dict[str, str]  # role -> parameter name
-    params: list[Param]
-    forced: set[str] = field(default_factory=set)  # optional roles this tool declares required
-    enum_roles: set[str] = field(default_factory=set)  # free-text roles declared as enums
-
-
-@dataclass
 class _Request:
     text: str
     calls: list[tuple[str, dict[str, Any]]]
     by_role: list[dict[str, Any]]
     copied: list[str]
-
-
-def _tool_name(verb: str, noun: str, rng: random.Random) -> str:
-    style = rng.random()
-    if style < 0.6:
-        return f"{verb}_{noun}"
-    parts = f"{verb}_{noun}".split("_")
-    if style < 0.9:
-        return parts[0] + "".join(p.capitalize() for p in parts[1:])
-    return f"{noun}_{verb}"
-
-
-def _base_schema(param: Param, rng: random.Random) -> dict[str, Any]:
-    if param.kind == "enum":
-        return {"type": "string", "enum": list(param.enum)}
-    if param.kind == "array":
-        return {"type": "array", "items": {"type": param.item_kind}}
-    if param.kind == "object":
-        assert param.schema is not None, param.role
-        return param.schema(rng)
-    return {"type": param.kind}
 
 
 class CorpusGenerator:
@@ -148,126 +101,16 @@ class CorpusGenerator:
             augmentation = augment.TRAINING if split == "train" else augment.NONE
         self.augmentation = augmentation
         self.rng = random.Random(f"{split}:{seed}")
+        self.tools = ToolMaker(self.rng, split, augmentation)
         self.by_domain: dict[str, list[Concept]] = {}
         for concept in ALL_CONCEPTS:
             self.by_domain.setdefault(concept.domain, []).append(concept)
 
     def _chance(self, p: float) -> bool:
-        """True with probability ``p``; draws nothing when ``p == 0`` (held-out stays stable)."""
-        return p > 0 and self.rng.random() < p
+        return augment.chance(self.rng, p)
 
     def _pool(self, pool: Any) -> list[Any]:
         return split_pool(pool, self.split)
-
-    # -- tools ---------------------------------------------------------------
-
-    def make_tool(self, concept: Concept, taken: set[str]) -> _Tool:
-        """A randomized tool for ``concept`` whose name is not in ``taken``."""
-        rng, aug = self.rng, self.augmentation
-        verbs, nouns = self._pool(concept.verbs), list(concept.nouns)
-        made_up_tool = self._chance(aug.opaque_tool)
-
-        def draw_name() -> str:
-            if made_up_tool:
-                return augment.made_up_word(rng, (2, 4))
-            verb = rng.choice(verbs)
-            if self._chance(aug.opaque_verb):
-                verb = augment.opaque_verb(rng, _POOL_VERBS)
-            return _tool_name(verb, rng.choice(nouns), rng)
-
-        name = draw_name()
-        for _ in range(20):
-            if name not in taken:
-                break
-            name = draw_name()
-        else:
-            name = f"{name}_{len(taken)}"
-        properties: dict[str, Any] = {}
-        required: list[str] = []
-        keys: dict[str, str] = {}
-        params: list[Param] = []
-        forced: set[str] = set()
-        enum_roles: set[str] = set()
-        for param in concept.params:
-            if not param.required and rng.random() < 0.2:
-                continue
-            is_required = param.required
-            if not param.required and rng.random() < 0.25:
-                forced.add(param.role)
-                is_required = True
-            options = [k for k in self._pool(param.keys) if k not in properties]
-            key = rng.choice(options or [f"{param.role}_arg"])
-            if self._chance(aug.opaque_key):
-                key = augment.opaque_key(rng, _POOL_KEYS, set(properties))
-            schema = _base_schema(param, rng)
-            if param.enum_from and rng.random() < 0.5:
-                values = list(dict.fromkeys(v for _, v in param.enum_from))
-                rng.shuffle(values)
-                schema = {"type": "string", "enum": values}
-                enum_roles.add(param.role)
-            if param.descs and rng.random() < 0.3:
-                desc = rng.choice(self._pool(param.descs))
-                drawn = param.draw(rng)
-                enum_form = param.role in enum_roles
-                if param.kind == "string" and drawn.copied and not enum_form and rng.random() < 0.3:
-                    desc += f", e.g. {drawn.surface}"
-                schema["description"] = desc + ("." if rng.random() < 0.5 else "")
-            if not is_required and rng.random() < 0.5:
-                schema = {"anyOf": [schema, {"type": "null"}], "default": None}
-            properties[key] = schema
-            if is_required:
-                required.append(key)
-            keys[param.role] = key
-            params.append(param)
-        if rng.random() < 0.2:
-            extra, schema = rng.choice(_EXTRA_PARAMS)
-            if extra not in properties:
-                properties[extra] = dict(schema)
-        no_description = rng.random() < 0.1 and not made_up_tool
-        description = "" if no_description else rng.choice(self._pool(concept.descs))
-        parameters = {"type": "object", "properties": properties, "required": required}
-        tool = ToolSpec(name, description, parameters)
-        return _Tool(concept, tool, keys, params, forced, enum_roles)
-
-    def _toolset(self, wanted: list[Concept]) -> tuple[list[_Tool], list[_Tool]]:
-        """Tools for ``wanted`` plus 0–6 distractors, shuffled; returns (all, wanted tools)."""
-        rng = self.rng
-        total = max(len(wanted), min(8, rng.choice((2, 2, 3, 3, 3, 4, 4, 5, 6, 7, 8))))
-        chosen = list(wanted)
-        same = [c for c in ALL_CONCEPTS if c.domain == wanted[0].domain and c not in chosen]
-        others = [c for c in ALL_CONCEPTS if c not in chosen]
-        while len(chosen) < total:
-            pool = same if same and rng.random() < 0.6 else others
-            pool = [c for c in pool if c not in chosen]
-            if not pool:
-                break
-            chosen.append(rng.choice(pool))
-        taken: set[str] = set()
-        tools: list[_Tool] = []
-        for concept in chosen:
-            tool = self.make_tool(concept, taken)
-            taken.add(tool.spec.name)
-            tools.append(tool)
-        primary = tools[: len(wanted)]
-        rng.shuffle(tools)
-        return tools, primary
-
-    def _tool_specs(self, tools: list[_Tool]) -> tuple[ToolSpec, ...]:
-        """The prompt's tool list; made-up tools may join as distractors.
-
-        Made-up names are targets in the made-up conversations; they must be
-        distractors too, or "the unfamiliar name is the one" becomes a shortcut.
-        """
-        specs = [t.spec for t in tools]
-        if self._chance(self.augmentation.made_up_distractors):
-            avoid = _POOL_VERBS | _POOL_NOUNS
-            taken = {s.name for s in specs}
-            for _ in range(self.rng.choice((1, 1, 2))):
-                spec = made_up_tool(self.rng, _tool_name, avoid).spec
-                if spec.name not in taken:
-                    specs.insert(self.rng.randint(0, len(specs)), spec)
-                    taken.add(spec.name)
-        return tuple(specs)
 
     # -- requests ------------------------------------------------------------
 
@@ -290,14 +133,14 @@ class CorpusGenerator:
         out.append(literal(template[pos:]))
         return "".join(out)
 
-    def _draw(self, tool: _Tool, param: Param) -> Drawn:
+    def _draw(self, tool: Tool, param: Param) -> Drawn:
         """A value for ``param``; enum-declared free text maps the user's phrase to its enum value."""
         if param.role in tool.enum_roles:
             phrase, value = self.rng.choice(param.enum_from)
             return Drawn(phrase, value, False)
         return param.draw(self.rng)
 
-    def _request(self, tool: _Tool, casing: str) -> _Request:
+    def _request(self, tool: Tool, casing: str) -> _Request:
         rng = self.rng
         concept = tool.concept
         drawn = {p.role: self._draw(tool, p) for p in tool.params if p.required}
@@ -374,7 +217,7 @@ class CorpusGenerator:
         if kind == "parallel":
             second = self._concept(first.domain if rng.random() < 0.7 else None)
             wanted = [first] if second is first else [first, second]
-            tools, primary = self._toolset(wanted)
+            tools, primary = self.tools.toolset(wanted)
             casing = self._casing()
             req_a = self._request(primary[0], casing)
             req_b = self._request(primary[-1], casing)
@@ -382,7 +225,7 @@ class CorpusGenerator:
             text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.copied)
             calls = req_a.calls + req_b.calls
             return Sample(
-                self._tool_specs(tools),
+                self.tools.specs(tools),
                 (ChatMessage("user", text),),
                 format_tool_calls(calls),
                 first.domain,
@@ -391,7 +234,7 @@ class CorpusGenerator:
                 calls=tuple(calls),
                 copied=tuple(req_a.copied + req_b.copied),
             )
-        tools, primary = self._toolset([first])
+        tools, primary = self.tools.toolset([first])
         casing = self._casing()
         req = self._request(primary[0], casing)
         text = self._decorate(req.text, casing, req.copied)
@@ -399,7 +242,7 @@ class CorpusGenerator:
         messages = [*history, ChatMessage("user", text)]
         if kind == "call":
             return Sample(
-                self._tool_specs(tools),
+                self.tools.specs(tools),
                 tuple(messages),
                 format_tool_calls(req.calls),
                 first.domain,
@@ -422,7 +265,7 @@ class CorpusGenerator:
             ChatMessage("tool", compact_json(result), name=name),
         ]
         return Sample(
-            self._tool_specs(tools),
+            self.tools.specs(tools),
             tuple(messages),
             format_final(answer),
             first.domain,
@@ -444,7 +287,7 @@ class CorpusGenerator:
             out = dict(items)
         return out
 
-    def _history(self, tools: list[_Tool]) -> list[ChatMessage]:
+    def _history(self, tools: list[Tool]) -> list[ChatMessage]:
         """An earlier, finished exchange with one of the listed tools."""
         tool = self.rng.choice(tools)
         req = self._request(tool, "plain")
@@ -463,7 +306,7 @@ class CorpusGenerator:
         """Refund without an amount: look the order up, refund its total, then answer."""
         rng = self.rng
         lookup, refund = (c for c in ALL_CONCEPTS if c.key in ("get_order", "refund_order"))
-        tools, (get_tool, refund_tool) = self._toolset([lookup, refund])
+        tools, (get_tool, refund_tool) = self.tools.toolset([lookup, refund])
         reason = next(p for p in refund.params if p.role == "reason")
         order, why = lookup.params[0].draw(rng), self._draw(refund_tool, reason)
         casing = self._casing()
@@ -478,7 +321,7 @@ class CorpusGenerator:
         stage = rng.randrange(3)
         if stage == 0:
             return Sample(
-                self._tool_specs(tools),
+                self.tools.specs(tools),
                 tuple(messages),
                 format_tool_calls(get_call),
                 "support",
@@ -497,7 +340,7 @@ class CorpusGenerator:
         refund_call = [(refund_tool.spec.name, args)]
         if stage == 1:
             return Sample(
-                self._tool_specs(tools),
+                self.tools.specs(tools),
                 tuple(messages),
                 format_tool_calls(refund_call),
                 "support",
@@ -513,7 +356,7 @@ class CorpusGenerator:
         ]
         answer = rng.choice(self._pool(refund.finals)).format(**{**values, **done})
         return Sample(
-            self._tool_specs(tools),
+            self.tools.specs(tools),
             tuple(messages),
             format_final(answer),
             "support",
@@ -525,16 +368,16 @@ class CorpusGenerator:
     def _made_up(self) -> Sample:
         """Made-up tools asked for in their own words: choosing one needs reading the list."""
         rng = self.rng
-        avoid = _POOL_VERBS | _POOL_NOUNS
-        made = [made_up_tool(rng, _tool_name, avoid)]
+        avoid = POOL_VERBS | POOL_NOUNS
+        made = [made_up_tool(rng, tool_name, avoid)]
         for _ in range(rng.choice((1, 2, 2, 3, 4, 5))):
             noun = made[0].noun if rng.random() < 0.3 else None  # same noun, other verb
-            made.append(made_up_tool(rng, _tool_name, avoid, noun))
+            made.append(made_up_tool(rng, tool_name, avoid, noun))
         wanted = made[:2] if rng.random() < 0.2 else made[:1]
         taken = {t.spec.name for t in made}
         real = []
         for concept in rng.sample(ALL_CONCEPTS, rng.choice((0, 0, 1, 2))):
-            tool = self.make_tool(concept, taken)
+            tool = self.tools.make_tool(concept, taken)
             taken.add(tool.spec.name)
             real.append(tool.spec)
         specs = [t.spec for t in made] + real
@@ -561,9 +404,9 @@ class CorpusGenerator:
         casing = self._casing()
         text = self._decorate(phrasing.vary_literal(request, rng, casing, False), casing)
         domain = rng.choices(list(_DOMAIN_WEIGHTS), weights=list(_DOMAIN_WEIGHTS.values()))[0]
-        tools = [] if rng.random() < 0.2 else self._toolset([self._concept(domain)])[0]
+        tools = [] if rng.random() < 0.2 else self.tools.toolset([self._concept(domain)])[0]
         return Sample(
-            self._tool_specs(tools),
+            self.tools.specs(tools),
             (ChatMessage("user", text),),
             format_final(reply),
             domain,

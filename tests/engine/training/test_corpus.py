@@ -14,7 +14,8 @@ from agentflow.engine.chat_template import ASSISTANT
 from agentflow.engine.training import augment
 from agentflow.engine.training.augment import drop_words, opaque_key, opaque_verb
 from agentflow.engine.training.concepts import split_pool
-from agentflow.engine.training.corpus import _EXTRA_PARAMS, ALL_CONCEPTS, CorpusGenerator, Sample
+from agentflow.engine.training.corpus import ALL_CONCEPTS, CorpusGenerator, Sample
+from agentflow.engine.training.tool_maker import EXTRA_PARAMS
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +120,7 @@ def _names(samples: list[Sample]) -> tuple[set[str], set[str]]:
 def _known_keys(keys: set[str]) -> set[str]:
     """Parameter names from the concepts' pools, the unused extras and the fallback ``*_arg``."""
     pools = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
-    extras = {name for name, _ in _EXTRA_PARAMS}
+    extras = {name for name, _ in EXTRA_PARAMS}
     return pools | extras | {k for k in keys if k.endswith("_arg")}
 
 
