@@ -33,7 +33,7 @@ _EXPORTS: dict[str, str] = {
     "HFChatTemplate": ".hf_chat_template",
     "render_conversation": ".hf_chat_template",
     "HybridEngine": ".hybrid",
-    "HybridOptions": ".hybrid",
+    "HybridOptions": ".hybrid_options",
     "HybridStats": ".hybrid_stats",
     "ServedMode": ".hybrid_stats",
     "KVCache": ".model",

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -46,57 +46,17 @@ from .decode_batch import (
 from .drafting import Draft, Drafter
 from .errors import InfeasibleConstraintError, TokenizerMismatchError
 from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
+from .hybrid_options import HybridOptions
 from .hybrid_schedule import DraftLength, Scheduler
 from .hybrid_stats import HybridStats, ServedMode
 from .model import Transformer
-from .tokenizer import Tokenizer
+from .tokenizer import Tokenizer, check_same_tokenizer
 from .verification import NO_DRAFT, Verifier
 
 HybridMode = Literal["hybrid", "diffusion", "auto"]
 #: Receives a request's newly settled tokens (end token excluded).
 _Emit = Callable[[list[int]], None]
 _VERIFIER_FORMATS = ("agentflow", "llama", "qwen2")
-
-
-@dataclass(frozen=True)
-class HybridOptions:
-    """Knobs of the draft/verify loop and of the ``auto`` policy."""
-
-    #: Shortest and longest draft; ``max_draft=None`` means the config's ``block_length``.
-    min_draft: int = 2
-    max_draft: int | None = None
-    #: ``auto`` falls back to hybrid when a committed token's confidence is below this.
-    min_confidence: float = 0.5
-    #: Denoising steps per greedy draft (None: the config's ``steps``/``threshold`` rule).
-    #: 1 is a one-pass draft (:meth:`Drafter.parallel`). The verifier corrects every
-    #: draft, so a cheap draft usually wins: on a partly trained pair one step kept as
-    #: many tokens per verify as the full schedule at a quarter of the drafter's passes.
-    draft_steps: int | None = 1
-    #: Let the verifier decode alone while drafting does not pay (the rule of
-    #: :mod:`.hybrid_schedule`); False drafts every round.
-    adaptive: bool = True
-    #: Verifier-only steps before drafting is probed again; doubled after each failed
-    #: probe up to ``max_probe_interval``, reset by a probe that pays.
-    probe_interval: int = 4
-    max_probe_interval: int = 64
-    #: The clock the scheduler measures each path's cost with (``time.process_time``
-    #: gives steadier figures on a CPU shared with other work, with one torch thread).
-    clock: Callable[[], float] = time.perf_counter
-
-    def __post_init__(self) -> None:
-        if self.draft_steps is not None and self.draft_steps < 1:
-            raise ValueError(f"draft_steps must be >= 1 or None, got {self.draft_steps}")
-        if self.min_draft < 1:
-            raise ValueError(f"min_draft must be >= 1, got {self.min_draft}")
-        if self.max_draft is not None and self.max_draft < self.min_draft:
-            raise ValueError(f"max_draft ({self.max_draft}) is below min_draft ({self.min_draft})")
-        if not 0.0 <= self.min_confidence <= 1.0:
-            raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
-        if not 1 <= self.probe_interval <= self.max_probe_interval:
-            raise ValueError(
-                f"need 1 <= probe_interval ({self.probe_interval}) <= max_probe_interval "
-                f"({self.max_probe_interval})"
-            )
 
 
 class HybridEngine:
@@ -402,14 +362,3 @@ class HybridEngine:
         except InfeasibleConstraintError:
             drafter.cancel()
             return Draft(tokens=[], probs=[], nfe=1)
-
-
-def check_same_tokenizer(drafter: Tokenizer, verifier: Tokenizer) -> None:
-    """Raise :class:`TokenizerMismatchError` unless both models share one tokenizer."""
-    if drafter.fingerprint != verifier.fingerprint:
-        raise TokenizerMismatchError(
-            f"the verifier's tokenizer ({verifier.source}, {verifier.vocab_size} tokens, "
-            f"fingerprint {verifier.fingerprint}) differs from the drafter's ({drafter.source}, "
-            f"{drafter.vocab_size} tokens, fingerprint {drafter.fingerprint}); hybrid decoding "
-            "compares token ids, so both models must use the same tokenizer"
-        )

@@ -16,7 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer as HFTokenizer
 
 from .chat_template import END, MASK, PAD
-from .errors import CheckpointError
+from .errors import CheckpointError, TokenizerMismatchError
 
 
 def _byte_decoder() -> dict[str, int]:
@@ -110,3 +110,14 @@ class Tokenizer:
         h = hashlib.sha256(self.hf.to_str().encode())
         h.update(f"{self.mask_id}/{self.end_id}/{self.pad_id}".encode())
         return h.hexdigest()[:16]
+
+
+def check_same_tokenizer(drafter: Tokenizer, verifier: Tokenizer) -> None:
+    """Raise :class:`TokenizerMismatchError` unless both models share one tokenizer."""
+    if drafter.fingerprint != verifier.fingerprint:
+        raise TokenizerMismatchError(
+            f"the verifier's tokenizer ({verifier.source}, {verifier.vocab_size} tokens, "
+            f"fingerprint {verifier.fingerprint}) differs from the drafter's ({drafter.source}, "
+            f"{drafter.vocab_size} tokens, fingerprint {drafter.fingerprint}); hybrid decoding "
+            "compares token ids, so both models must use the same tokenizer"
+        )

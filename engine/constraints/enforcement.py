@@ -26,7 +26,7 @@ The same session masks autoregressive decoding (``next_token_mask``,
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -39,7 +39,7 @@ from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables, pack_
 from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
-from .jump_forward import ForcedText
+from .jump_forward import ForcedText, forced_run
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
@@ -323,72 +323,13 @@ class ConstraintSession:
             while start + room < row.length and row.masked[start + room]:
                 room += 1
             after = row.backward[start + 1 : start + room + 1]
-            run = self._forced_from(int(states[0]), room, after.__getitem__)
+            run = forced_run(self._t, self._c.forced, int(states[0]), room, after.__getitem__)
             if not run:
                 break
             tokens[start : start + len(run)] = torch.tensor(run, dtype=tokens.dtype)
             masked[start : start + len(run)] = False
             filled += len(run)
         return filled
-
-    def _single_token(self, state: int, ok: np.ndarray) -> tuple[int, int] | None:
-        """(token, next state) when exactly one token leads from ``state`` into ``ok``."""
-        t = self._t
-        lo, hi = int(t.offsets[state]), int(t.offsets[state + 1])
-        viable = np.flatnonzero(ok[t.next_states[lo:hi]])
-        if viable.size != 1:
-            return None
-        k = lo + int(viable[0])
-        return int(t.tokens[k]), int(t.next_states[k])
-
-    def _forced_from(
-        self,
-        state: int,
-        room: int,
-        allowed_after: Callable[[int], np.ndarray],
-        *,
-        stop_at_end: bool = False,
-    ) -> list[int]:
-        """Up to ``room`` forced tokens from ``state``.
-
-        ``allowed_after(k)`` is the bool [S] set the state after the k-th token
-        must belong to (the backward sweep, or the exit level for AR decoding).
-        """
-        t, forced = self._t, self._c.forced
-        done = self._c.automaton.done_state
-        run: list[int] = []
-        while len(run) < room:
-            single = self._single_token(state, allowed_after(len(run)))
-            if single is not None:  # e.g. the end token after DONE
-                run.append(single[0])
-                state = single[1]
-                if stop_at_end and state == done:
-                    break
-                continue
-            ids = forced.tokenize(forced.forced_bytes(state, t.live))
-            steps: list[tuple[int, int]] = []  # (state before, token)
-            cur = state
-            for tid in ids[: room - len(run)]:
-                nxt = t.step(cur, tid)
-                if nxt < 0 or not allowed_after(len(run) + len(steps))[nxt]:
-                    break
-                steps.append((cur, tid))
-                cur = nxt
-            if (
-                steps
-                and len(steps) == len(ids)
-                and not forced.final[cur]
-                and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
-            ):
-                steps.pop()  # leave the boundary token to the model: a longer token may fit
-                cur = t.step(*steps[-1]) if steps else state
-            if not steps:
-                break
-            run.extend(tid for _, tid in steps)
-            state = cur
-            if len(steps) < len(ids):
-                break
-        return run
 
     def finish_block(self, tokens: Tensor) -> None:
         """Advance the prefix state over a fully committed block."""
@@ -409,11 +350,13 @@ class ConstraintSession:
         """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""
         if self.done:
             return []
-        return self._forced_from(
+        return forced_run(
+            self._t,
+            self._c.forced,
             self._state,
             MAX_FORCED_TOKENS,
             lambda k: self._t.level(self._exit_level(k + 1)),
-            stop_at_end=True,
+            stop_at=self._c.automaton.done_state,
         )
 
     def advance(self, token_ids: Sequence[int]) -> None:

@@ -14,12 +14,17 @@ be unsound there); only single forced tokens are then jumped.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
+
+if TYPE_CHECKING:
+    from agentflow.kernels.automaton_sweep_host import HostTables
 
 #: Upper bound on one forced string, in bytes.
 MAX_FORCED_BYTES = 512
@@ -131,3 +136,64 @@ class ForcedText:
             if len(data) > len(piece) and data.startswith(piece):
                 return True
         return False
+
+
+def single_token(t: HostTables, state: int, ok: np.ndarray) -> tuple[int, int] | None:
+    """(token, next state) when exactly one token leads from ``state`` into ``ok``."""
+    lo, hi = int(t.offsets[state]), int(t.offsets[state + 1])
+    viable = np.flatnonzero(ok[t.next_states[lo:hi]])
+    if viable.size != 1:
+        return None
+    k = lo + int(viable[0])
+    return int(t.tokens[k]), int(t.next_states[k])
+
+
+def forced_run(
+    t: HostTables,
+    forced: ForcedText,
+    state: int,
+    room: int,
+    allowed_after: Callable[[int], np.ndarray],
+    *,
+    stop_at: int | None = None,
+) -> list[int]:
+    """Up to ``room`` tokens forced from ``state``: single forced tokens, then forced text.
+
+    ``allowed_after(k)`` is the bool [S] set the state after the k-th token must
+    belong to (a block's backward sweep, or the budget's exit level in AR decoding).
+    A single forced token that reaches state ``stop_at`` (the automaton's done
+    state, for AR decoding) ends the run.
+    """
+    run: list[int] = []
+    while len(run) < room:
+        single = single_token(t, state, allowed_after(len(run)))
+        if single is not None:  # e.g. the end token after DONE
+            run.append(single[0])
+            state = single[1]
+            if state == stop_at:
+                break
+            continue
+        ids = forced.tokenize(forced.forced_bytes(state, t.live))
+        steps: list[tuple[int, int]] = []  # (state before, token)
+        cur = state
+        for tid in ids[: room - len(run)]:
+            nxt = t.step(cur, tid)
+            if nxt < 0 or not allowed_after(len(run) + len(steps))[nxt]:
+                break
+            steps.append((cur, tid))
+            cur = nxt
+        if (
+            steps
+            and len(steps) == len(ids)
+            and not forced.final[cur]
+            and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
+        ):
+            steps.pop()  # leave the boundary token to the model: a longer token may fit
+            cur = t.step(*steps[-1]) if steps else state
+        if not steps:
+            break
+        run.extend(tid for _, tid in steps)
+        state = cur
+        if len(steps) < len(ids):
+            break
+    return run
