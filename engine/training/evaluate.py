@@ -14,12 +14,15 @@ Metrics (per mode, overall, per domain and per kind of turn):
 - ``valid_json``: the output parses and validates against the action schema (all cases);
 - ``final_choice``: a final answer where one is expected (no-tool turns, answers after a result);
 - ``grounded_final``: answers after a tool result quote at least one of the result's values;
+- ``faithful_final``: stricter: they quote every result value the reference answer uses
+  (the status *and* the order id, not just the id);
 - ``ms_per_step``: wall time of one step (one action) at the given batch size, and tokens per forward.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import statistics
 import time
 from collections import Counter
@@ -54,6 +57,7 @@ class CaseResult:
     seconds: float
     tokens: int
     forwards: int
+    faithful_final: bool | None = None
 
 
 @dataclass
@@ -111,11 +115,15 @@ def score(sample: Sample, text: str, schema: dict[str, Any]) -> dict[str, Any]:
     )
     exact = expects_calls and _canonical_calls(got_calls) == _canonical_calls(sample.calls)
     grounded: bool | None = None
+    faithful: bool | None = None
     if sample.kind == "final" and sample.messages and sample.messages[-1].role == "tool":
         result = json.loads(sample.messages[-1].content)
         values = [str(v) for v in result.values() if isinstance(v, (str, int, float)) and str(v)]
         answer = action.get("final") if is_final and isinstance(action, dict) else None
         grounded = isinstance(answer, str) and any(v in answer for v in values)
+        needed = [v for v in values if _quotes(sample.final or "", v)]
+        if needed:
+            faithful = isinstance(answer, str) and all(_quotes(answer, v) for v in needed)
     return {
         "expects_calls": expects_calls,
         "valid_json": valid,
@@ -123,7 +131,13 @@ def score(sample: Sample, text: str, schema: dict[str, Any]) -> dict[str, Any]:
         "exact_args": bool(exact),
         "final_choice": (not expects_calls) and is_final,
         "grounded_final": grounded,
+        "faithful_final": faithful,
     }
+
+
+def _quotes(text: str, value: str) -> bool:
+    """``value`` occurs in ``text`` as a whole word (``0`` does not occur in ``120``)."""
+    return len(value) >= 2 and re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
 
 
 Decoder = Callable[[list[str], list[Any], GenerationConfig], tuple[list[str], list[Any], float]]
@@ -261,6 +275,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
             calls = [r for r in group if r.expects_calls]
             finals = [r for r in group if not r.expects_calls]
             grounded = [r.grounded_final for r in group if r.grounded_final is not None]
+            faithful = [r.faithful_final for r in group if r.faithful_final is not None]
             tokens = sum(r.tokens for r in group)
             forwards = sum(r.forwards for r in group)
             out[mode][name] = {
@@ -270,6 +285,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
                 "valid_json": _rate([r.valid_json for r in group]),
                 "final_choice": _rate([r.final_choice for r in finals]),
                 "grounded_final": _rate(grounded),
+                "faithful_final": _rate(faithful),
                 "ms_per_step": round(1000 * statistics.mean(r.seconds for r in group), 1),
                 "tokens_per_forward": round(tokens / forwards, 2) if forwards else float("nan"),
             }
@@ -285,6 +301,7 @@ def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
         "valid_json",
         "final_choice",
         "grounded_final",
+        "faithful_final",
         "ms_per_step",
         "tokens_per_forward",
     )

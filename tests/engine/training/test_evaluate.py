@@ -82,6 +82,15 @@ def test_a_final_answer_is_grounded_when_it_quotes_the_result() -> None:
     assert _score(FINAL, FINAL.target)["final_choice"] is True
 
 
+def test_a_faithful_answer_quotes_every_value_the_reference_uses() -> None:
+    assert _score(FINAL, FINAL.target)["faithful_final"] is True
+    # quotes the order id but misreads the status: grounded, not faithful
+    wrong = _score(FINAL, format_final("Order 58213 has been cancelled."))
+    assert wrong["grounded_final"] is True and wrong["faithful_final"] is False
+    # a value inside a longer word does not count
+    assert _score(FINAL, format_final("Order 582134 is shipped."))["faithful_final"] is False
+
+
 def test_summary_and_table() -> None:
     from agentflow.engine.training.evaluate import CaseResult
 
