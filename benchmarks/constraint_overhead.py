@@ -219,12 +219,16 @@ def _decode_pair(
             "forced_share": forced / tokens if tokens else 0.0,
             "ms_per_forward": 1000 * seconds / nfe if nfe else 0.0,
             "cpu_ms_per_forward": 1000 * cpu / nfe if nfe else 0.0,
+            "cpu_ms_per_token": 1000 * cpu / tokens if tokens else 0.0,
             "valid_share": valid / len(prompts),
         }
     un, co = rows["unconstrained"], rows["constrained"]
     co["mask_cpu_ms_per_step"] = co["cpu_ms_per_forward"] - un["cpu_ms_per_forward"]
     rows["time_ratio_constrained_over_unconstrained"] = co["seconds"] / un["seconds"]
     rows["cpu_ratio_constrained_over_unconstrained"] = co["cpu_seconds"] / un["cpu_seconds"]
+    # Constrained answers are often longer (complete where unconstrained ones stop
+    # early), so the time ratio alone overstates the cost: compare per token too.
+    rows["cpu_per_token_ratio"] = co["cpu_ms_per_token"] / un["cpu_ms_per_token"]
     return rows
 
 
@@ -301,7 +305,8 @@ def _table(title: str, g: dict[str, Any]) -> list[str]:
         )
     lines.append(
         f"constrained / unconstrained: wall {g['time_ratio_constrained_over_unconstrained']:.2f}, "
-        f"CPU {g['cpu_ratio_constrained_over_unconstrained']:.2f}; "
+        f"CPU {g['cpu_ratio_constrained_over_unconstrained']:.2f}, "
+        f"CPU per token {g['cpu_per_token_ratio']:.2f}; "
         f"mask CPU ms per step {g['constrained']['mask_cpu_ms_per_step']:.2f}"
     )
     return lines
