@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..model import ModelConfig
+from . import augment
 
 Objective = Literal["diffusion", "autoregressive"]
 
@@ -36,9 +37,7 @@ class DataSettings:
     augment: bool | dict[str, float] = True
 
     def __post_init__(self) -> None:
-        from .augment import from_setting
-
-        from_setting(self.augment)  # a bad setting fails when the config loads
+        augment.from_setting(self.augment)  # a bad setting fails when the config loads
 
 
 @dataclass

@@ -33,9 +33,8 @@ from ..chat_template import (
 from . import augment, phrasing, slots
 from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
-from .made_up_tools import made_up_tool
 from .slots import Drawn
-from .tool_maker import ALL_CONCEPTS, POOL_NOUNS, POOL_VERBS, Tool, ToolMaker, tool_name
+from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
 CORPUS_VERSION = 4
@@ -368,11 +367,11 @@ class CorpusGenerator:
     def _made_up(self) -> Sample:
         """Made-up tools asked for in their own words: choosing one needs reading the list."""
         rng = self.rng
-        avoid = POOL_VERBS | POOL_NOUNS
-        made = [made_up_tool(rng, tool_name, avoid)]
+        avoid = set(POOL_WORDS)
+        made = [self.tools.made_up(avoid)]
         for _ in range(rng.choice((1, 2, 2, 3, 4, 5))):
             noun = made[0].noun if rng.random() < 0.3 else None  # same noun, other verb
-            made.append(made_up_tool(rng, tool_name, avoid, noun))
+            made.append(self.tools.made_up(avoid, noun))
         wanted = made[:2] if rng.random() < 0.2 else made[:1]
         taken = {t.spec.name for t in made}
         real = []

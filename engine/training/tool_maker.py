@@ -17,7 +17,7 @@ from ..chat_template import ToolSpec
 from . import augment, domain_itops, domain_support
 from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
-from .made_up_tools import made_up_tool
+from .made_up_tools import MadeUpTool, made_up_tool
 
 ALL_CONCEPTS: tuple[Concept, ...] = (
     domain_support.CONCEPTS + domain_itops.CONCEPTS + domain_itops.GENERAL
@@ -27,6 +27,8 @@ ALL_CONCEPTS: tuple[Concept, ...] = (
 POOL_VERBS = {v for c in ALL_CONCEPTS for v in c.verbs}
 POOL_KEYS = {k for c in ALL_CONCEPTS for p in c.params for k in p.keys}
 POOL_NOUNS = {n for c in ALL_CONCEPTS for n in c.nouns}
+#: What a made-up tool's invented verb and noun must not be.
+POOL_WORDS = frozenset(POOL_VERBS | POOL_NOUNS)
 
 EXTRA_PARAMS: tuple[tuple[str, dict[str, Any]], ...] = (
     ("dry_run", {"type": "boolean"}),
@@ -189,11 +191,18 @@ class ToolMaker:
         """
         specs = [t.spec for t in tools]
         if self.chance(self.augmentation.made_up_distractors):
-            avoid = POOL_VERBS | POOL_NOUNS
+            avoid = set(POOL_WORDS)
             taken = {s.name for s in specs}
             for _ in range(self.rng.choice((1, 1, 2))):
-                spec = made_up_tool(self.rng, tool_name, avoid).spec
+                spec = self.made_up(avoid).spec
                 if spec.name not in taken:
                     specs.insert(self.rng.randint(0, len(specs)), spec)
                     taken.add(spec.name)
         return tuple(specs)
+
+    def made_up(self, avoid: set[str], noun: str | None = None) -> MadeUpTool:
+        """A tool named and described in invented words, none of ``avoid`` (which gains them).
+
+        Start ``avoid`` from :data:`POOL_WORDS` and share it across one conversation's tools.
+        """
+        return made_up_tool(self.rng, tool_name, avoid, noun)
