@@ -30,31 +30,16 @@ from ..chat_template import (
     format_tool_calls,
     render_prompt,
 )
-from . import augment, phrasing, slots
+from . import augment, phrasing, tool_results
 from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
 from .slots import Drawn
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
-CORPUS_VERSION = 4
+CORPUS_VERSION = 5
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
 _DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
-_EXTRA_RESULT_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("placed", lambda r: slots.date(r).value),
-    ("updated_at", lambda r: slots.date(r).value),
-    ("customer_id", lambda r: slots.customer_id(r).value),
-    (
-        "customer",
-        lambda r: f"{r.choice(slots._FIRST).capitalize()} {r.choice(slots._LAST).capitalize()}",
-    ),
-    ("email", lambda r: slots.email(r).value),
-    ("refunded", lambda r: r.choice((0, 0, 10.5, 20))),
-    ("currency", lambda r: r.choice(("EUR", "USD"))),
-    ("region", lambda r: r.choice(("eu-west", "us-east", "ap-south"))),
-    ("request_id", lambda r: f"req-{r.randint(10000, 99999)}"),
-    ("ok", lambda r: True),
-)
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
 
@@ -256,9 +241,11 @@ class CorpusGenerator:
             result: dict[str, Any] = {"error": error}
             answer = rng.choice(self._pool(phrasing.ERROR_FINALS)).format(error=error)
         else:
-            result = self._with_extras(first.result(rng, req.by_role[0]))
-            values = {**req.by_role[0], **result}
-            answer = rng.choice(self._pool(first.finals)).format(**values)
+            result = tool_results.with_extras(rng, first.result(rng, req.by_role[0]))
+            template = rng.choice(self._pool(first.finals))
+            answer = template.format(**{**req.by_role[0], **result})
+            if self._chance(self.augmentation.reshaped_results):
+                result = tool_results.reshaped(rng, result, _PLACEHOLDER.findall(template))
         messages += [
             ChatMessage("assistant", format_tool_calls(req.calls)),
             ChatMessage("tool", compact_json(result), name=name),
@@ -272,19 +259,6 @@ class CorpusGenerator:
             self._instructions(),
             final=answer,
         )
-
-    def _with_extras(self, result: dict[str, Any]) -> dict[str, Any]:
-        """Real tools return more than the answer needs: add 0–3 unrelated fields, maybe reorder."""
-        rng = self.rng
-        out = dict(result)
-        for key, draw in rng.sample(_EXTRA_RESULT_FIELDS, rng.choice((0, 0, 1, 2, 3))):
-            if key not in out:
-                out[key] = draw(rng)
-        if rng.random() < 0.3:
-            items = list(out.items())
-            rng.shuffle(items)
-            out = dict(items)
-        return out
 
     def _history(self, tools: list[Tool]) -> list[ChatMessage]:
         """An earlier, finished exchange with one of the listed tools."""
@@ -329,7 +303,7 @@ class CorpusGenerator:
                 calls=tuple(get_call),
                 copied=(order.surface,),
             )
-        found = self._with_extras(lookup.result(rng, {"order": order.value}))
+        found = tool_results.with_extras(rng, lookup.result(rng, {"order": order.value}))
         messages += [
             ChatMessage("assistant", format_tool_calls(get_call)),
             ChatMessage("tool", compact_json(found), name=get_tool.spec.name),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import random
 import re
@@ -16,6 +18,7 @@ from agentflow.engine.training.augment import drop_words, opaque_key, opaque_ver
 from agentflow.engine.training.concepts import split_pool
 from agentflow.engine.training.corpus import ALL_CONCEPTS, CorpusGenerator, Sample
 from agentflow.engine.training.tool_maker import EXTRA_PARAMS
+from agentflow.engine.training.tool_results import EXTRA_FIELDS, reshaped
 
 
 @pytest.fixture(scope="module")
@@ -195,3 +198,45 @@ def test_made_up_tools_are_distractors_too() -> None:
                 seen += 1
                 assert tool.name not in {name for name, _ in sample.calls}
     assert seen >= len(samples)
+
+
+def _results(samples: list[Sample]) -> list[dict]:
+    return [
+        json.loads(s.messages[-1].content)
+        for s in samples
+        if s.kind == "final" and s.messages[-1].role == "tool"
+    ]
+
+
+def test_reshaping_keeps_the_quoted_fields_and_adds_others() -> None:
+    result = {"order_id": "58213", "status": "shipped", "total": 12.5, "items": 2}
+    for seed in range(50):
+        out = reshaped(random.Random(seed), result, ["order_id", "status"])
+        assert out["order_id"] == "58213" and out["status"] == "shipped"
+        assert 2 <= len(set(out) - set(result)) <= 6
+
+
+def test_reshaped_training_results_vary_their_fields() -> None:
+    # A lookup must be recognised by the tool that was called, not by the exact set
+    # of fields its result happens to have.
+    only = dataclasses.replace(augment.NONE, reshaped_results=1.0)
+    shaped = _results(list(CorpusGenerator("train", 0, only).samples(300)))
+    plain = _results(list(CorpusGenerator("train", 0, augment.NONE).samples(300)))
+    known = {key for key, _ in EXTRA_FIELDS}
+    assert len(shaped) >= 30
+    new_shapes = {frozenset(r) for r in shaped} - {frozenset(r) for r in plain}
+    assert len(new_shapes) >= 0.5 * len(shaped)
+    plain_keys = {k for r in plain for k in r}
+    wider = [r for r in shaped if set(r) - known - plain_keys]
+    assert len(wider) >= 0.3 * len(shaped)
+
+
+def test_the_heldout_split_never_changes() -> None:
+    # Evaluation figures are only comparable across corpus versions if the held-out
+    # conversations stay byte for byte the same; training-only perturbations must
+    # draw nothing from the held-out generator. Change this hash only on purpose,
+    # and say so in docs/models.md.
+    digest = hashlib.sha256()
+    for sample in CorpusGenerator("heldout", 0).samples(100):
+        digest.update((sample.prompt() + sample.target).encode())
+    assert digest.hexdigest() == "16c0fb7ba12be5e242bfd39530a882a3f30d94fe50a9c6c5fbb9c2d35bb990d3"

@@ -1,0 +1,88 @@
+"""What tool results look like in the corpus: the fields real tools add, and reshaping.
+
+A concept's result function returns the fields its answers quote. Real tools return
+more: :func:`with_extras` adds 0–3 unrelated fields and sometimes shuffles them
+(both splits). :func:`reshaped` is a training-only perturbation
+(``Augmentation.reshaped_results``): the result loses fields its answer does not
+quote and gains 2–6 others from a wider pool. Without it, a small model learns to
+recognise a concept by the *shape* of its result (a lookup returns exactly
+``order_id, status, total, items``) instead of by the tool that was called, and a
+real tool that returns ``refunded`` or ``customer`` fields gets another concept's
+answer.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import slots
+
+Draw = Callable[[random.Random], Any]
+
+
+def _person(rng: random.Random) -> str:
+    return f"{rng.choice(slots._FIRST).capitalize()} {rng.choice(slots._LAST).capitalize()}"
+
+
+#: Both splits draw from this pool (changing it changes the held-out split).
+EXTRA_FIELDS: tuple[tuple[str, Draw], ...] = (
+    ("placed", lambda r: slots.date(r).value),
+    ("updated_at", lambda r: slots.date(r).value),
+    ("customer_id", lambda r: slots.customer_id(r).value),
+    ("customer", _person),
+    ("email", lambda r: slots.email(r).value),
+    ("refunded", lambda r: r.choice((0, 0, 10.5, 20))),
+    ("currency", lambda r: r.choice(("EUR", "USD"))),
+    ("region", lambda r: r.choice(("eu-west", "us-east", "ap-south"))),
+    ("request_id", lambda r: f"req-{r.randint(10000, 99999)}"),
+    ("ok", lambda r: True),
+)
+
+#: Only the training-only reshaping draws from these, on top of :data:`EXTRA_FIELDS`.
+_MORE_FIELDS: tuple[tuple[str, Draw], ...] = (
+    ("created_at", lambda r: slots.date(r).value),
+    ("owner", _person),
+    ("contact", lambda r: slots.email(r).value),
+    ("id", lambda r: f"{r.choice('abcdefk')}{r.randint(100, 99999)}"),
+    ("count", lambda r: r.randint(0, 40)),
+    ("version", lambda r: r.randint(1, 9)),
+    ("source", lambda r: r.choice(("web", "api", "phone", "import", "cron"))),
+    ("channel", lambda r: r.choice(("email", "chat", "sms", "slack"))),
+    ("priority", lambda r: r.choice(("low", "normal", "high"))),
+    ("archived", lambda r: r.choice((True, False))),
+    ("flagged", lambda r: r.choice((True, False))),
+    ("notes", lambda r: r.choice(("", "n/a", "checked", "see ticket"))),
+    ("tags", lambda r: r.sample(["vip", "new", "eu", "b2b", "promo"], r.randint(0, 2))),
+    ("balance", lambda r: round(r.randint(0, 900) + r.randint(0, 99) / 100, 2)),
+    ("score", lambda r: round(r.random(), 2)),
+    ("page", lambda r: 1),
+    ("next", lambda r: None),
+    ("link", lambda r: f"https://example.com/r/{r.randint(1000, 9999)}"),
+)
+
+
+def with_extras(rng: random.Random, result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` plus 0–3 unrelated fields from :data:`EXTRA_FIELDS`, maybe reordered."""
+    out = dict(result)
+    for key, draw in rng.sample(EXTRA_FIELDS, rng.choice((0, 0, 1, 2, 3))):
+        if key not in out:
+            out[key] = draw(rng)
+    if rng.random() < 0.3:
+        items = list(out.items())
+        rng.shuffle(items)
+        out = dict(items)
+    return out
+
+
+def reshaped(rng: random.Random, result: dict[str, Any], quoted: Iterable[str]) -> dict[str, Any]:
+    """``result`` without some of the fields not in ``quoted``, with 2–6 new ones, shuffled."""
+    keep = set(quoted)
+    out = {k: v for k, v in result.items() if k in keep or rng.random() < 0.5}
+    for key, draw in rng.sample(EXTRA_FIELDS + _MORE_FIELDS, rng.randint(2, 6)):
+        if key not in out:
+            out[key] = draw(rng)
+    items = list(out.items())
+    rng.shuffle(items)
+    return dict(items)
