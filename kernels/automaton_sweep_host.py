@@ -54,6 +54,8 @@ def _distances(num_states: int, src: np.ndarray, dst: np.ndarray, target: int) -
 
 #: Up to this many states, a mask step runs over Python sets (fewer NumPy calls).
 SMALL_SET = 64
+#: Entries of :attr:`HostTables.mask_memo` (each at most S int64s).
+MASK_MEMO_SIZE = 1024
 
 
 def _ranges(offsets: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -86,6 +88,10 @@ class HostTables:
     succ: tuple[tuple[int, ...], ...]
     #: δ looked up so far, keyed ``state * V + token`` (blocks ask the same ones step after step).
     memo: dict[int, int] = field(default_factory=dict, repr=False, compare=False)
+    #: Successor sets of large state sets (a mask step), keyed by the set's bytes. Rows
+    #: re-sweep the same runs of masks step after step and request after request: on the
+    #: tool-call benchmark four calls in five repeat an earlier set.
+    mask_memo: dict[bytes, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def from_sweep_tables(cls, tables: SweepTables, done_state: int) -> HostTables:
@@ -150,13 +156,22 @@ class HostTables:
 
     def forward(self, states: np.ndarray, token: int | None) -> np.ndarray:
         """Sorted states after one position from ``states`` (``token=None``: a mask, any token)."""
-        out = np.zeros(self.num_states, dtype=bool)
         if token is None:
-            edges, _ = _ranges(self.succ_offsets, states)
-            out[self.succ_dst[edges]] = True
-        else:
-            src, dst = self._pairs(token)
-            out[dst[self.dense(states)[src]]] = True
+            key = states.tobytes()
+            found = self.mask_memo.get(key)
+            if found is None:
+                edges, _ = _ranges(self.succ_offsets, states)
+                out = np.zeros(self.num_states, dtype=bool)
+                out[self.succ_dst[edges]] = True
+                found = np.flatnonzero(out)
+                found.setflags(write=False)
+                if len(self.mask_memo) >= MASK_MEMO_SIZE:
+                    del self.mask_memo[next(iter(self.mask_memo))]  # the oldest entry
+                self.mask_memo[key] = found
+            return found
+        out = np.zeros(self.num_states, dtype=bool)
+        src, dst = self._pairs(token)
+        out[dst[self.dense(states)[src]]] = True
         return np.flatnonzero(out)
 
     def backward(self, states: np.ndarray, token: int | None, after: np.ndarray) -> np.ndarray:

@@ -207,6 +207,28 @@ def test_cached_steps_match_the_transition_lists() -> None:
                 assert host.cached_step(q, t) == table.get((q, t), -1)
 
 
+def test_remembered_mask_steps_match_fresh_ones_and_stay_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(host_sweep, "MASK_MEMO_SIZE", 8)
+    host = done_automaton(60, 9, 0.2, 4)
+    rng = np.random.default_rng(0)
+    sets = [np.unique(rng.integers(0, host.num_states, size=n)) for n in range(1, 30)]
+
+    def fresh(states: np.ndarray) -> np.ndarray:
+        out = np.zeros(host.num_states, dtype=bool)
+        for q in states:
+            out[host.next_states[host.offsets[q] : host.offsets[q + 1]]] = True
+        return np.flatnonzero(out)
+
+    for _ in range(2):  # the second pass finds some in the memo, evicted others
+        for states in sets:
+            got = host.forward(states, None)
+            assert got.tolist() == fresh(states).tolist()
+            assert not got.flags.writeable  # a shared answer cannot be edited by a caller
+    assert len(host.mask_memo) == 8
+
+
 def test_pack_rows_matches_pack_bits() -> None:
     g = torch.Generator().manual_seed(0)
     for n in (1, 31, 32, 33, 100):
