@@ -43,7 +43,7 @@ class Augmentation:
     drop_rate: float = 0.08  # ... each with this probability
     made_up_intent: float = 0.15  # a conversation about made-up tools (made_up_tools.py)
     made_up_distractors: float = 0.2  # other conversations list 1-2 made-up tools they don't need
-    reshaped_results: float = 0.3  # a tool result loses fields its answer ignores, gains 2-6 others
+    reshaped_results: float = 0.0  # a tool result loses fields its answer ignores, gains 2-6 others
 
 
 #: What the training split uses.

@@ -37,7 +37,7 @@ from .slots import Drawn
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
-CORPUS_VERSION = 5
+CORPUS_VERSION = 4
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
 _DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")

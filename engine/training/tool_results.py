@@ -8,7 +8,9 @@ quote and gains 2–6 others from a wider pool. Without it, a small model learns
 recognise a concept by the *shape* of its result (a lookup returns exactly
 ``order_id, status, total, items``) instead of by the tool that was called, and a
 real tool that returns ``refunded`` or ``customer`` fields gets another concept's
-answer.
+answer. It is off in :data:`.augment.TRAINING`: the one stage trained with it
+(``tiny-ar-stage6.json``) did not improve held-out answers and made the demo's
+answers worse, so it is not shipped (docs/models.md).
 """
 
 from __future__ import annotations
