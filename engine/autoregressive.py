@@ -33,6 +33,7 @@ from .generation import (
     GenerationResult,
     GenerationStats,
     RowStats,
+    end_index,
 )
 from .model import KVCache, Transformer
 from .selection import select_tokens
@@ -150,7 +151,7 @@ class ARDecoder:
         budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
         dev = self.device
         pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
-        end_id = cfg.end_token_id
+        ends = cfg.end_token_ids
         stats = GenerationStats(mode="ar", rows=[RowStats(prompt_tokens=len(p)) for p in ids])
         out: list[list[int]] = [[] for _ in range(b)]
 
@@ -196,7 +197,7 @@ class ARDecoder:
                 forced: list[int] = []
                 if c is not None:
                     c.advance([tok])
-                    if not c.done and tok != end_id:
+                    if not c.done and tok not in ends:
                         forced = c.forced_tokens()[: budgets[r] - len(out[r]) - 1]
                         if forced:
                             c.advance(forced)
@@ -241,10 +242,8 @@ class ARDecoder:
         *,
         forced: bool,
     ) -> None:
-        end_id = self.model.config.end_token_id
-        text = [t for t in piece if t != end_id] if end_id is not None else piece
-        if end_id is not None and end_id in piece:
-            text = piece[: piece.index(end_id)]
+        cut = end_index(piece, self.model.config.end_token_ids)
+        text = piece if cut is None else piece[:cut]
         if not text:
             return
         out[r].extend(text)
@@ -262,8 +261,7 @@ class ARDecoder:
         budgets: list[int],
         stats: GenerationStats,
     ) -> bool:
-        end_id = self.model.config.end_token_id
-        ended = end_id is not None and end_id in piece
+        ended = end_index(piece, self.model.config.end_token_ids) is not None
         if ended or (c is not None and c.done):
             stats.rows[r].finished = True
             return True

@@ -41,6 +41,13 @@ def _first(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def _ids(value: Any) -> tuple[int, ...]:
+    """Every id of a config value that may be an int, a list of ints, or missing."""
+    if isinstance(value, list):
+        return tuple(int(v) for v in value)
+    return () if value is None else (int(value),)
+
+
 def _require(raw: Mapping[str, Any], key: str, fmt: str) -> Any:
     if key not in raw:
         raise CheckpointError(f"config.json of a {fmt!r} checkpoint lacks the key {key!r}")
@@ -92,6 +99,7 @@ def _llada_config(raw: Mapping[str, Any], fmt: CheckpointFormat) -> ModelConfig:
         block_length=32,
         mask_token_id=_first(mask),
         end_token_id=_first(raw.get("eos_token_id")),
+        extra_end_token_ids=_ids(raw.get("eos_token_id"))[1:],
         pad_token_id=_first(raw.get("pad_token_id")),
         logits_shift=fmt.logits_shift,
     )
@@ -147,6 +155,7 @@ def _hf_config(raw: Mapping[str, Any], fmt: CheckpointFormat) -> ModelConfig:
         block_length=32,
         mask_token_id=_first(mask),
         end_token_id=_first(raw.get("eos_token_id")),
+        extra_end_token_ids=_ids(raw.get("eos_token_id"))[1:],
         pad_token_id=_first(raw.get("pad_token_id")),
         logits_shift=fmt.logits_shift,
     )

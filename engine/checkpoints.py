@@ -199,7 +199,34 @@ def load_checkpoint(
     tokenizer = _load_tokenizer(folder, config, fmt)
     tok_cfg_path = folder / "tokenizer_config.json"
     tok_cfg = _read_json(tok_cfg_path) if tok_cfg_path.exists() else {}
+    if fmt.name != "agentflow":
+        config.extra_end_token_ids = _more_end_ids(folder, config, tokenizer, tok_cfg)
     return LoadedModel(model.eval(), tokenizer, fmt.name, folder, tok_cfg)
+
+
+def _more_end_ids(
+    folder: Path, config: ModelConfig, tokenizer: Tokenizer, tok_cfg: dict[str, Any]
+) -> tuple[int, ...]:
+    """End tokens besides ``config.end_token_id``: the rest of config.json's
+    ``eos_token_id`` list, ``generation_config.json``'s, and the tokenizer's
+    ``eos_token`` (a chat model's end of turn, e.g. ``<|eot_id|>``)."""
+    found = list(config.extra_end_token_ids)
+    gen_path = folder / "generation_config.json"
+    if gen_path.exists():
+        value = _read_json(gen_path).get("eos_token_id")
+        found += [value] if isinstance(value, int) else list(value or [])
+    eos = tok_cfg.get("eos_token")
+    if isinstance(eos, dict):
+        eos = eos.get("content")
+    if isinstance(eos, str) and tokenizer.hf.token_to_id(eos) is not None:
+        found.append(tokenizer.hf.token_to_id(eos))
+    out: list[int] = []
+    for t in found:
+        if not isinstance(t, int) or not 0 <= t < config.vocab_size:
+            raise CheckpointError(f"{folder}: end token id {t!r} is not in the vocabulary")
+        if t != config.end_token_id and t not in out:
+            out.append(t)
+    return tuple(out)
 
 
 def save_checkpoint(

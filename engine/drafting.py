@@ -33,6 +33,7 @@ Two kinds of draft:
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import torch
@@ -40,7 +41,7 @@ from torch import Tensor
 
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import Segment, left_pad
-from .generation import GenerationConfig
+from .generation import GenerationConfig, end_index
 from .model import KVCache, Transformer
 from .sampler import denoise_block
 from .speculative import greedy_pick, sample, target_probs
@@ -72,11 +73,10 @@ def grow_cache(cache: KVCache, need: int) -> None:
         cache.reserve(max(need, 2 * cache.max_len))
 
 
-def cut_after_end(tokens: list[int], end_id: int | None) -> list[int]:
-    """``tokens`` up to and including the first end token."""
-    if end_id is not None and end_id in tokens:
-        return tokens[: tokens.index(end_id) + 1]
-    return tokens
+def cut_after_end(tokens: list[int], ends: Collection[int]) -> list[int]:
+    """``tokens`` up to and including the first end token (any of ``ends``)."""
+    cut = end_index(tokens, ends)
+    return tokens if cut is None else tokens[: cut + 1]
 
 
 class Drafter:
@@ -213,7 +213,7 @@ class Drafter:
             finish=False,
         )
         self._carry = res.pending.slice(0, res.pending.length - length)
-        tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_id)
+        tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_ids)
         n = len(tokens)
         forced = res.forced[0, :n]
         conf = res.confidence[0, :n][~forced]
@@ -264,7 +264,7 @@ class Drafter:
         logits = self._block_logits(length)
         greedy = config.temperature == 0.0
         tops = logits.argmax(dim=-1).tolist() if greedy else []
-        end_id = self.model.config.end_token_id
+        ends = self.model.config.end_token_ids
         draft = Draft(tokens=[], probs=[], nfe=1)
         tokens = draft.tokens
         snapshot = constraint.checkpoint() if constraint is not None else None
@@ -286,7 +286,7 @@ class Drafter:
                     tok = sample(q, generator)
                 tokens.append(tok)
                 draft.probs.append(q)
-                if tok == end_id:
+                if tok in ends:
                     break
                 if constraint is None:
                     continue

@@ -7,7 +7,7 @@ caller can switch decoding modes without touching anything else.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -133,3 +133,11 @@ class GenerationResult:
         if len(self.texts) != 1:
             raise ValueError(f"the batch has {len(self.texts)} rows; use .texts")
         return self.texts[0]
+
+
+def end_index(tokens: Sequence[int], ends: Collection[int]) -> int | None:
+    """Index of the first token of ``tokens`` in ``ends``, or None."""
+    for i, t in enumerate(tokens):
+        if t in ends:
+            return i
+    return None

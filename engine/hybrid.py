@@ -45,7 +45,13 @@ from .decode_batch import (
 )
 from .drafting import Draft, Drafter
 from .errors import InfeasibleConstraintError, TokenizerMismatchError
-from .generation import BlockCallback, GenerationConfig, GenerationResult, RowStats
+from .generation import (
+    BlockCallback,
+    GenerationConfig,
+    GenerationResult,
+    RowStats,
+    end_index,
+)
 from .hybrid_options import HybridOptions
 from .hybrid_schedule import DraftLength, Scheduler
 from .hybrid_stats import HybridStats, ServedMode
@@ -78,9 +84,10 @@ class HybridEngine:
             raise ValueError("the verifier must be autoregressive (causal or block attention)")
         if tokenizer is not None and verifier_tokenizer is not None:
             check_same_tokenizer(tokenizer, verifier_tokenizer)
-        if dcfg.end_token_id != vcfg.end_token_id:
+        if dcfg.end_token_ids != vcfg.end_token_ids:
             raise TokenizerMismatchError(
-                f"drafter end token {dcfg.end_token_id} differs from the verifier's {vcfg.end_token_id}"
+                f"drafter end tokens {sorted(dcfg.end_token_ids)} differ from the verifier's"
+                f" {sorted(vcfg.end_token_ids)}"
             )
         self.drafter = drafter.eval()
         self.verifier = verifier.eval()
@@ -114,8 +121,8 @@ class HybridEngine:
         return cls(d.model, v.model, d.tokenizer, verifier_tokenizer=v.tokenizer, options=options)
 
     @property
-    def end_id(self) -> int | None:
-        return self.verifier.config.end_token_id
+    def end_ids(self) -> frozenset[int]:
+        return self.verifier.config.end_token_ids
 
     @torch.inference_mode()
     def generate(
@@ -249,8 +256,8 @@ class HybridEngine:
         return out, None
 
     def _text(self, tokens: list[int]) -> list[int]:
-        end = self.end_id
-        return tokens[: tokens.index(end)] if end is not None and end in tokens else tokens
+        cut = end_index(tokens, self.end_ids)
+        return tokens if cut is None else tokens[:cut]
 
     def _hybrid(
         self,

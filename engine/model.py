@@ -49,16 +49,29 @@ class ModelConfig:
     mask_token_id: int | None = None
     end_token_id: int | None = None
     pad_token_id: int | None = None
+    #: More tokens that end a generation like ``end_token_id`` does: a chat model's
+    #: end of turn (``<|eot_id|>``) next to its end of text (the checkpoint's
+    #: ``eos_token_id`` list, ``generation_config.json``, ``tokenizer_config.json``).
+    extra_end_token_ids: tuple[int, ...] = ()
     # Dream-style models predict token i from the logits at i - 1.
     logits_shift: int = 0
     #: The sampler's default commit order for this model (``GenerationConfig.order`` overrides).
     commit_order: CommitOrder = "confidence"
 
     def __post_init__(self) -> None:
+        self.extra_end_token_ids = tuple(
+            int(t) for t in self.extra_end_token_ids if t != self.end_token_id
+        )
         if self.commit_order not in COMMIT_ORDERS:
             raise ValueError(
                 f"commit_order must be one of {', '.join(COMMIT_ORDERS)}, got {self.commit_order!r}"
             )
+
+    @property
+    def end_token_ids(self) -> frozenset[int]:
+        """Every token that ends a generation (empty when the model has none)."""
+        first = () if self.end_token_id is None else (self.end_token_id,)
+        return frozenset((*first, *self.extra_end_token_ids))
 
     @property
     def head_dim(self) -> int:

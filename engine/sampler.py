@@ -53,6 +53,7 @@ from .generation import (
     GenerationResult,
     GenerationStats,
     RowStats,
+    end_index,
 )
 from .model import KVCache, Transformer
 from .selection import apply_top_p, select_tokens
@@ -170,7 +171,7 @@ def denoise_block(
     ``finish_block`` once a row's block is complete.
     """
     mask_id = model.config.mask_token_id
-    end_id = model.config.end_token_id
+    end_ids = model.config.end_token_ids
     if mask_id is None:
         raise ValueError("the model config has no mask_token_id; it cannot do diffusion decoding")
     b, length = block.tokens.shape
@@ -238,8 +239,8 @@ def denoise_block(
                     seed=seeds_now[r],
                 )
             confidence[r, done] = conf[r, done]
-            if c is None and end_id is not None:
-                _fill_after_end(tokens[r], masked[r], confidence[r], end_id)
+            if c is None and end_ids:
+                _fill_after_end(tokens[r], masked[r], confidence[r], end_ids)
         if int(masked.sum()) == remaining:  # a constraint rejected every proposal
             raise InfeasibleConstraintError(
                 f"no position of block {block_index} could be committed"
@@ -253,14 +254,20 @@ def denoise_block(
     return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(clean))
 
 
-def _fill_after_end(tokens: Tensor, masked: Tensor, confidence: Tensor, end_id: int) -> None:
-    """Once an end token is committed, the masked positions after it are end tokens too."""
-    ends = ((tokens == end_id) & ~masked).nonzero()
+def _fill_after_end(
+    tokens: Tensor, masked: Tensor, confidence: Tensor, end_ids: frozenset[int]
+) -> None:
+    """Once an end token is committed, the masked positions after it repeat that token."""
+    is_end = torch.zeros_like(masked)
+    for end_id in end_ids:
+        is_end |= tokens == end_id
+    ends = (is_end & ~masked).nonzero()
     if ends.numel():
+        first = int(ends[0])
         after = torch.zeros_like(masked)
-        after[int(ends[0]) + 1 :] = True
+        after[first + 1 :] = True
         fill = after & masked
-        tokens[fill] = end_id
+        tokens[fill] = tokens[first]
         confidence[fill] = 1.0
         masked[fill] = False
 
@@ -353,9 +360,10 @@ class DiffusionEngine:
                 row = res.tokens[i].tolist()
                 rs = stats.rows[r]
                 rs.nfe += int(res.row_nfe[i])
-                ended = cfg.end_token_id is not None and cfg.end_token_id in row
-                if ended:
-                    row = row[: row.index(cfg.end_token_id)]
+                cut = end_index(row, cfg.end_token_ids)
+                ended = cut is not None
+                if cut is not None:
+                    row = row[:cut]
                 c = cons[r]
                 finished = ended or (c is not None and c.done)
                 room_r = budgets[r] - len(out[r])

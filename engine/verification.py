@@ -99,7 +99,7 @@ class Verifier:
         logits = self.score(draft.tokens)
         vocab = logits.shape[-1]
         greedy = config.temperature == 0.0
-        end = self.model.config.end_token_id
+        ends = self.model.config.end_token_ids
         emitted: list[int] = []
         flags: list[bool] = []
         j = 0
@@ -130,7 +130,7 @@ class Verifier:
             forced: list[int] = []
             if c is not None:
                 c.advance([tok])
-                if not c.done and tok != end:
+                if not c.done and tok not in ends:
                     run = draft.forced_after.get(j) if hit else None
                     if run is None:
                         run = c.forced_tokens()
@@ -141,7 +141,7 @@ class Verifier:
             emitted += piece
             flags += [False] + [True] * len(forced)
             if (
-                (end is not None and end in piece)
+                not ends.isdisjoint(piece)
                 or (c is not None and c.done)
                 or done_len + len(emitted) >= budget
             ):

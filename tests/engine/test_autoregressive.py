@@ -111,3 +111,15 @@ def test_constraint_over_a_smaller_vocabulary_than_the_logits(
         PROMPTS[0], GenerationConfig(max_new_tokens=8), constraints=cons
     )
     assert res.sequences[0] == [40, 41, 42] and cons.done
+
+
+def test_any_end_token_of_the_model_stops_a_row() -> None:
+    # A chat checkpoint ends a turn with <|eot_id|> as well as <|end_of_text|>.
+    plain = ARDecoder(make_model(make_config("causal"), seed=1))
+    cfg = GenerationConfig(max_new_tokens=12)
+    free = plain.generate(PROMPTS[0], cfg).sequences[0]
+    stop = free[4]
+    chat = ARDecoder(make_model(make_config("causal", extra_end_token_ids=(stop,)), seed=1))
+    res = chat.generate(PROMPTS[0], cfg)
+    assert res.sequences[0] == free[: free.index(stop)]
+    assert res.stats.rows[0].finished

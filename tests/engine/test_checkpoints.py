@@ -224,6 +224,22 @@ def test_loaded_forward_matches_reference(
     torch.testing.assert_close(ours, expected, atol=2e-4, rtol=2e-4)
 
 
+def test_every_end_token_of_a_chat_checkpoint_is_known(
+    tmp_path: Path, hf_tokenizer: HFTokenizer
+) -> None:
+    config, tensors = llama_layout("llama", torch.Generator().manual_seed(0))
+    config["eos_token_id"] = [2, 7]  # Llama-3 style: end of text, then end of turn
+    folder = write_folder(tmp_path / "chat", config, tensors, hf_tokenizer)
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": [2, 9]}))
+    eot = hf_tokenizer.id_to_token(11)
+    (folder / "tokenizer_config.json").write_text(json.dumps({"eos_token": {"content": eot}}))
+    mc = load_checkpoint(folder).config
+    assert mc.end_token_id == 2 and mc.end_token_ids == {2, 7, 9, 11}
+    (folder / "generation_config.json").write_text(json.dumps({"eos_token_id": VOCAB + 5}))
+    with pytest.raises(CheckpointError, match="not in the vocabulary"):
+        load_checkpoint(folder)
+
+
 def test_default_mask_tokens_of_llada_and_dream() -> None:
     gen = torch.Generator().manual_seed(0)
     raw, _ = llada_layout(gen)

@@ -643,3 +643,17 @@ def test_from_pretrained_refuses_a_verifier_with_another_tokenizer(checkpoints) 
     assert engine.generate([5, 6], GenerationConfig(max_new_tokens=4)).stats.tokens > 0
     with pytest.raises(TokenizerMismatchError, match="must use the same tokenizer"):
         HybridEngine.from_pretrained(checkpoints["dlm"], checkpoints["foreign"])
+
+
+def test_greedy_exact_with_several_end_tokens() -> None:
+    free = ARDecoder(make_model(make_config("causal"), seed=1))
+    cfg = GenerationConfig(max_new_tokens=12, block_length=4)
+    stop = free.generate([5, 6, 7], cfg).sequences[0][3]
+    drafter = make_model(make_config("block", extra_end_token_ids=(stop,)), seed=0)
+    verifier = make_model(make_config("causal", extra_end_token_ids=(stop,)), seed=1)
+    engine, ar = HybridEngine(drafter, verifier), ARDecoder(verifier)
+    for prompt in [[5, 6, 7], *random_prompts(4, 96, seed=11)]:
+        assert engine.generate(prompt, cfg).sequences[0] == ar.generate(prompt, cfg).sequences[0]
+    assert stop not in engine.generate([5, 6, 7], cfg).sequences[0]
+    with pytest.raises(TokenizerMismatchError, match="end tokens"):
+        HybridEngine(make_model(make_config("block"), seed=0), verifier)

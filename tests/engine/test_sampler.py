@@ -310,3 +310,14 @@ def test_bidirectional_refresh_equals_a_full_forward_per_block(shift: int) -> No
     res = DiffusionEngine(model).generate(prompt, cfg)
     assert res.sequences[0] == expected and len(expected) > length
     assert res.stats.nfe == min(blocks, len(expected) // length + 1)
+
+
+def test_any_end_token_of_the_model_stops_a_row() -> None:
+    cfg = GenerationConfig(max_new_tokens=16, block_length=4, steps=4)
+    free = DiffusionEngine(make_model(make_config("block"))).generate(PROMPTS[0], cfg)
+    stop = free.sequences[0][5]
+    chat = make_model(make_config("block", extra_end_token_ids=(stop,)))
+    res = DiffusionEngine(chat).generate(PROMPTS[0], cfg)
+    out = res.sequences[0]
+    assert stop not in out and res.stats.rows[0].finished
+    assert len(out) < len(free.sequences[0]) == 16
