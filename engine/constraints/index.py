@@ -18,8 +18,10 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any, Protocol
 
+import numpy as np
 import torch
 from outlines_core import Index, Vocabulary
 
@@ -114,46 +116,46 @@ def build_token_automaton(
 
 
 def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> TokenAutomaton:
+    # outlines gives a dict of dicts (1.5 M transitions on an action schema): flatten
+    # it once and do the rest in NumPy; per-transition Python work cost seconds.
     raw: Mapping[int, Mapping[int, int]] = index.get_transitions()
-    initial = index.get_initial_state()
-    finals = set(index.get_final_states())
-    # Dense ids in breadth-first order from the initial state (deterministic across runs).
-    dense: dict[int, int] = {initial: 0}
-    queue = deque([initial])
-    while queue:
-        q = queue.popleft()
-        for t in sorted(raw.get(q, {})):
-            r = raw[q][t]
-            if t != end and r not in dense:
-                dense[r] = len(dense)
-                queue.append(r)
+    sizes = [len(row) for row in raw.values()]
+    src = np.repeat(np.fromiter(raw.keys(), dtype=np.int64, count=len(raw)), sizes)
+    tok = np.fromiter(chain.from_iterable(raw.values()), dtype=np.int64, count=len(src))
+    dst = np.fromiter(chain.from_iterable(r.values() for r in raw.values()), np.int64, len(src))
+    keep = tok != end
+    src, tok, dst = src[keep], tok[keep], dst[keep]
+    order = np.lexsort((tok, src))  # by state, then token
+    src, tok, dst = src[order], tok[order], dst[order]
+    dense = _breadth_first_ids(index.get_initial_state(), src, dst)
     done = len(dense)
     num_states = done + 1
-    rows: list[list[tuple[int, int]]] = [[] for _ in range(num_states)]
-    for q, i in dense.items():
-        rows[i] = sorted((t, dense[r]) for t, r in raw.get(q, {}).items() if t != end)
+    # Renumber, keeping only states reachable from the initial one.
+    ids = np.full(int(max(src.max(initial=0), dst.max(initial=0))) + 1, -1, dtype=np.int64)
+    ids[np.fromiter(dense.keys(), np.int64, done)] = np.fromiter(dense.values(), np.int64, done)
+    reached = ids[src] >= 0
+    src, tok, dst = ids[src[reached]], tok[reached], ids[dst[reached]]
+    finals = [dense[q] for q in index.get_final_states() if q in dense]
+    # From every final state the end token leads to DONE, which loops on it.
+    src = np.concatenate([src, np.array([*finals, done], dtype=np.int64)])
+    tok = np.concatenate([tok, np.full(len(finals) + 1, end, dtype=np.int64)])
+    dst = np.concatenate([dst, np.full(len(finals) + 1, done, dtype=np.int64)])
+    order = np.lexsort((tok, src))
+    src, tok, dst = src[order], tok[order], dst[order]
     final = torch.zeros(num_states, dtype=torch.bool)
-    for q in finals:
-        if q in dense:
-            final[dense[q]] = True
-            rows[dense[q]].append((end, done))
+    final[finals] = True
     final[done] = True
-    rows[done] = [(end, done)]
-    for row in rows:
-        row.sort()
     offsets = torch.zeros(num_states + 1, dtype=torch.int64)
-    offsets[1:] = torch.cumsum(torch.tensor([len(r) for r in rows], dtype=torch.int64), 0)
-    flat = [pair for row in rows for pair in row]
-    tokens = torch.tensor([t for t, _ in flat], dtype=torch.int32)
-    next_states = torch.tensor([r for _, r in flat], dtype=torch.int32)
+    offsets[1:] = torch.from_numpy(np.cumsum(np.bincount(src, minlength=num_states)))
+    tokens = torch.from_numpy(tok.astype(np.int32))
+    next_states = torch.from_numpy(dst.astype(np.int32))
+    src_t = torch.from_numpy(src)
     successors = torch.zeros(num_states, num_states, dtype=torch.bool)
-    src = torch.repeat_interleave(torch.arange(num_states), offsets[1:] - offsets[:-1])
-    successors[src, next_states.long()] = True
-    live = _co_reachable(rows, done, num_states)
+    successors[src_t, next_states.long()] = True
     table = None
     if num_states * vocab_size <= dense_limit:
         table = torch.full((num_states, vocab_size), -1, dtype=torch.int32)
-        table[src, tokens.long()] = next_states
+        table[src_t, tokens.long()] = next_states
     return TokenAutomaton(
         num_states=num_states,
         vocab_size=vocab_size,
@@ -165,26 +167,48 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
         tokens=tokens,
         next_states=next_states,
         successors=successors,
-        live=live,
+        live=_co_reachable(src, dst, done, num_states),
         table=table,
     )
 
 
-def _co_reachable(rows: list[list[tuple[int, int]]], target: int, n: int) -> torch.Tensor:
+def _breadth_first_ids(initial: int, src: np.ndarray, dst: np.ndarray) -> dict[int, int]:
+    """Dense ids in breadth-first order from ``initial``, successors in token order
+    (``src``/``dst`` sorted by state, then token): deterministic across runs."""
+    starts = np.flatnonzero(np.diff(src, prepend=-1)) if src.size else src
+    ends = [*starts[1:].tolist(), src.size]
+    bounds = dict(zip(src[starts].tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
+    dense: dict[int, int] = {initial: 0}
+    queue = deque([initial])
+    while queue:
+        q = queue.popleft()
+        if q not in bounds:
+            continue
+        lo, hi = bounds[q]
+        nexts = dst[lo:hi]
+        _, first = np.unique(nexts, return_index=True)
+        for r in nexts[np.sort(first)].tolist():
+            if r not in dense:
+                dense[r] = len(dense)
+                queue.append(r)
+    return dense
+
+
+def _co_reachable(src: np.ndarray, dst: np.ndarray, target: int, n: int) -> torch.Tensor:
+    """bool [n]: the states from which ``target`` can be reached."""
+    pairs = np.unique(dst * n + src)  # one per (state, successor), not per token
     back: list[list[int]] = [[] for _ in range(n)]
-    for q, row in enumerate(rows):
-        for _, r in row:
-            back[r].append(q)
-    live = torch.zeros(n, dtype=torch.bool)
+    for r, q in zip((pairs // n).tolist(), (pairs % n).tolist(), strict=True):
+        back[r].append(q)
+    live = [False] * n
     live[target] = True
     queue = deque([target])
     while queue:
-        r = queue.popleft()
-        for q in back[r]:
+        for q in back[queue.popleft()]:
             if not live[q]:
                 live[q] = True
                 queue.append(q)
-    return live
+    return torch.tensor(live, dtype=torch.bool)
 
 
 def schema_key(schema: Any, **options: Any) -> str:

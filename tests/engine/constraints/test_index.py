@@ -89,3 +89,20 @@ def test_compiler_caches_by_schema_and_tokenizer(tokenizer: Tokenizer) -> None:
     compiler.compile_regex("(?:true|false)", tokenizer)
     assert len(compiler) == 2  # least recently used entry evicted
     assert not compiler.compile_schema(SCHEMA, tokenizer).stats.cached
+
+
+def test_states_are_numbered_breadth_first_in_token_order(tokenizer: Tokenizer) -> None:
+    # Deterministic ids: the same schema gives the same automaton in every run.
+    automaton, _ = build_token_automaton(compile_json_schema(SCHEMA).regex, tokenizer)
+    seen, queue = [0], [0]
+    while queue:
+        q = queue.pop(0)
+        lo, hi = int(automaton.offsets[q]), int(automaton.offsets[q + 1])
+        pairs = zip(
+            automaton.tokens[lo:hi].tolist(), automaton.next_states[lo:hi].tolist(), strict=True
+        )
+        for t, r in pairs:
+            if t != automaton.end_token_id and r not in seen:
+                seen.append(r)
+                queue.append(r)
+    assert seen == list(range(automaton.done_state))
