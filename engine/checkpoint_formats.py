@@ -34,18 +34,17 @@ SUPPORTED_FORMATS: tuple[str, ...] = ("agentflow", "llada", "dream", "llama", "q
 _MODEL_TYPES = {"llada": "llada", "dream": "dream", "llama": "llama", "qwen2": "qwen2"}
 
 
-def _first(value: Any) -> int | None:
-    """An id from a config value that may be an int, a list of ints, or missing."""
-    if isinstance(value, list):
-        return int(value[0]) if value else None
-    return None if value is None else int(value)
-
-
 def _ids(value: Any) -> tuple[int, ...]:
     """Every id of a config value that may be an int, a list of ints, or missing."""
     if isinstance(value, list):
         return tuple(int(v) for v in value)
     return () if value is None else (int(value),)
+
+
+def _first(value: Any) -> int | None:
+    """The first id of such a value, or None."""
+    ids = _ids(value)
+    return ids[0] if ids else None
 
 
 def _require(raw: Mapping[str, Any], key: str, fmt: str) -> Any:

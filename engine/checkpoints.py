@@ -218,8 +218,9 @@ def _more_end_ids(
     eos = tok_cfg.get("eos_token")
     if isinstance(eos, dict):
         eos = eos.get("content")
-    if isinstance(eos, str) and tokenizer.hf.token_to_id(eos) is not None:
-        found.append(tokenizer.hf.token_to_id(eos))
+    eos_id = tokenizer.hf.token_to_id(eos) if isinstance(eos, str) else None
+    if eos_id is not None:
+        found.append(eos_id)
     out: list[int] = []
     for t in found:
         if not isinstance(t, int) or not 0 <= t < config.vocab_size:
