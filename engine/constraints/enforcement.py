@@ -85,6 +85,8 @@ class Constraint:
         self.forced = ForcedText.build(automaton, tokenizer)
         #: int64 [S]: fewest tokens from each state to acceptance (``S + 1`` when unreachable).
         self.distance = torch.from_numpy(self.host.dist)
+        self._by_bytes: dict[bytes, int] | None = None  # built on first use
+        self._prefixes: dict[int, list[int]] = {}
 
     @classmethod
     def from_schema(
@@ -111,6 +113,19 @@ class Constraint:
         """Tokens the constraint knows; logits may have more columns (never allowed)."""
         return self.automaton.vocab_size
 
+    def prefix_tokens(self, token: int) -> list[int]:
+        """Tokens whose bytes are a proper prefix of ``token``'s, longest first."""
+        if token not in self._prefixes:
+            if self._by_bytes is None:
+                self._by_bytes = {}
+                for tid, data in enumerate(self.forced.token_bytes):
+                    if data:
+                        self._by_bytes.setdefault(data, tid)
+            data = self.forced.token_bytes[token] if 0 <= token < self.vocab_size else b""
+            found = (self._by_bytes.get(data[:cut]) for cut in range(len(data) - 1, 0, -1))
+            self._prefixes[token] = [t for t in found if t is not None]
+        return self._prefixes[token]
+
     def session(self, max_tokens: int | None = None) -> ConstraintSession:
         """A fresh per-request state at the automaton's initial state.
 
@@ -133,6 +148,9 @@ class ConstraintSession:
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
         self._row: BlockSweep | None = None  # the sweeps of the block being denoised
+        # (block position, token): the forced text's next token, left to the model by
+        # the last jump-forward; a greedy pick there that the constraint refuses takes it.
+        self._boundary: tuple[int, int] | None = None
 
     # -- state --
 
@@ -247,6 +265,10 @@ class ConstraintSession:
             masks = self._masks(row, [positions[k] for k in fails], rows.device)
             sub = torch.tensor(fails, dtype=torch.int64, device=rows.device)
             sub_tok, sub_conf = self._select_allowed(rows[sub], masks, temperature, seed)
+            refused = [picks[k] for k in fails]
+            self._repick_refused(
+                row, [positions[k] for k in fails], refused, rows[sub], sub_tok, sub_conf
+            )
             tok[sub.to(tok.device)], conf[sub.to(conf.device)] = sub_tok, sub_conf
         elif fails:
             words = (self._c.vocab_size + 31) // 32
@@ -257,6 +279,43 @@ class ConstraintSession:
         out_tok[idx] = tok.to(out_tok.device)
         out_conf[idx.to(out_conf.device)] = conf
         return out_tok, out_conf
+
+    def _repick_refused(
+        self,
+        row: BlockSweep,
+        positions: list[int],
+        refused: list[int],
+        logits: Tensor,
+        tok: Tensor,
+        conf: Tensor,
+    ) -> None:
+        """Greedy re-picks where the model's own token was refused, in place.
+
+        The masked argmax reads the model's distribution as if it were about the
+        allowed tokens; where the model meant something else it picks a guess
+        (``}}]}`` inside a string when the model meant ``"}}]}`` but a required key
+        is missing). Two picks follow the model's intent instead:
+
+        - at the boundary left by the last jump-forward, the forced text's own next
+          token (the model read the forced text as ending elsewhere: e.g. the key
+          ``rekilu`` as unfinished);
+        - elsewhere, the longest allowed token that the refused token's bytes start
+          with (``"`` for ``"}}]}``: close the string, as the model meant).
+        """
+        for k, pos in enumerate(positions):
+            choice = None
+            if self._boundary is not None and self._boundary[0] == pos:
+                token = self._boundary[1]
+                choice = token if row.allows(pos, token) else None
+            if choice is None:
+                choice = next(
+                    (t for t in self._c.prefix_tokens(refused[k]) if row.allows(pos, t)), None
+                )
+            if choice is None:
+                continue
+            allowed = torch.from_numpy(row.allowed(pos)).to(logits.device)
+            probs = torch.softmax(logits[k].float().masked_fill(~allowed, float("-inf")), dim=0)
+            tok[k], conf[k] = choice, probs[choice]
 
     def commit(
         self,
@@ -309,6 +368,7 @@ class ConstraintSession:
         """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""
         self._check_row(tokens, masked)
         filled = 0
+        self._boundary = None
         while True:
             row = self._block(tokens, masked)
             if True not in row.masked:
@@ -323,7 +383,10 @@ class ConstraintSession:
             while start + room < row.length and row.masked[start + room]:
                 room += 1
             after = row.backward[start + 1 : start + room + 1]
-            run = forced_run(self._t, self._c.forced, int(states[0]), room, after.__getitem__)
+            forced = forced_run(self._t, self._c.forced, int(states[0]), room, after.__getitem__)
+            run = forced.tokens
+            if forced.boundary is not None and len(run) < room:
+                self._boundary = (start + len(run), forced.boundary)
             if not run:
                 break
             tokens[start : start + len(run)] = torch.tensor(run, dtype=tokens.dtype)
@@ -357,7 +420,7 @@ class ConstraintSession:
             MAX_FORCED_TOKENS,
             lambda k: self._t.level(self._exit_level(k + 1)),
             stop_at=self._c.automaton.done_state,
-        )
+        ).tokens
 
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""

@@ -148,6 +148,17 @@ def single_token(t: HostTables, state: int, ok: np.ndarray) -> tuple[int, int] |
     return int(t.tokens[k]), int(t.next_states[k])
 
 
+@dataclass(frozen=True)
+class ForcedRun:
+    """Tokens forced from a state, and the token the forced text continues with."""
+
+    tokens: list[int]
+    #: The canonical token right after ``tokens`` when the forced text goes on but that
+    #: token was left to the model, because a longer allowed token may fit there
+    #: (``":"`` before a value that may start ``":"/``); ``None`` otherwise.
+    boundary: int | None = None
+
+
 def forced_run(
     t: HostTables,
     forced: ForcedText,
@@ -156,7 +167,7 @@ def forced_run(
     allowed_after: Callable[[int], np.ndarray],
     *,
     stop_at: int | None = None,
-) -> list[int]:
+) -> ForcedRun:
     """Up to ``room`` tokens forced from ``state``: single forced tokens, then forced text.
 
     ``allowed_after(k)`` is the bool [S] set the state after the k-th token must
@@ -165,6 +176,7 @@ def forced_run(
     state, for AR decoding) ends the run.
     """
     run: list[int] = []
+    boundary: int | None = None
     while len(run) < room:
         single = single_token(t, state, allowed_after(len(run)))
         if single is not None:  # e.g. the end token after DONE
@@ -188,7 +200,8 @@ def forced_run(
             and not forced.final[cur]
             and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
         ):
-            steps.pop()  # leave the boundary token to the model: a longer token may fit
+            # Leave the boundary token to the model: a longer token may fit.
+            boundary = steps.pop()[1]
             cur = t.step(*steps[-1]) if steps else state
         if not steps:
             break
@@ -196,4 +209,4 @@ def forced_run(
         state = cur
         if len(steps) < len(ids):
             break
-    return run
+    return ForcedRun(run, boundary)

@@ -178,6 +178,55 @@ def test_commit_repicks_when_the_only_proposal_is_invalid(
     assert done == [0] and int(tokens[0]) == a_id
 
 
+TWO_KEYS = r'\{"a":"[^"]{0,8}","b":"[^"]{0,8}"\}'
+
+
+def _one_token(tokenizer: Tokenizer, text: str) -> int:
+    ids = tokenizer.encode(text)
+    assert len(ids) == 1, f"{text!r} is not one token of the test tokenizer"
+    return ids[0]
+
+
+def test_refused_greedy_pick_takes_its_longest_allowed_prefix(
+    constrain: Callable[[str], Constraint], tokenizer: Tokenizer
+) -> None:
+    # The model means to close the string and the call ("}}]}), but key "b" is still
+    # required: the re-pick closes the string (") instead of writing }}]} into it.
+    session = constrain(TWO_KEYS).session()
+    ids = tokenizer.encode('{"a":"x')
+    tokens, masked = _masks(tokenizer, len(ids) + 8)
+    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
+    pos = len(ids)
+    logits = torch.zeros(len(tokens), tokenizer.vocab_size)
+    logits[pos, _one_token(tokenizer, '"}}]}')] = 9.0
+    logits[pos, _one_token(tokenizer, "}")] = 5.0  # the best allowed token by the logits
+    logits[pos, _one_token(tokenizer, '"')] = 1.0
+    prop, conf = session.propose(tokens, masked, logits)
+    assert tokenizer.decode([int(prop[pos])]) == '"'
+    assert 0.0 < float(conf[pos]) < 0.1  # its probability among the allowed tokens
+
+
+def test_refused_greedy_pick_at_the_forced_boundary_takes_the_forced_token(
+    constrain: Callable[[str], Constraint], tokenizer: Tokenizer
+) -> None:
+    # Jump-forward leaves '":' to the model (the longer '":"' or '":[' may follow);
+    # when the model's pick there is refused, the forced text's own token is taken.
+    session = constrain(r'\{"status":("[a-z]{1,8}"|\[[0-9]\])\}').session()
+    tokens, masked = _masks(tokenizer, 12)
+    filled = session.jump_forward(tokens, masked)
+    assert tokenizer.decode(tokens[:filled].tolist()) == '{"status'
+    logits = torch.zeros(len(tokens), tokenizer.vocab_size)
+    logits[filled, _one_token(tokenizer, "order")] = 9.0  # refused: the key is not closed
+    logits[filled, _one_token(tokenizer, '"')] = 5.0  # allowed, but splits the forced text
+    prop, _ = session.propose(tokens, masked, logits)
+    assert tokenizer.decode([int(prop[filled])]) == '":'
+    # Sampling keeps the masked distribution (the hybrid acceptance rule relies on it).
+    hot = logits.clone()
+    hot[filled, _one_token(tokenizer, '"')] = 30.0
+    prop, _ = session.propose(tokens, masked, hot, temperature=1.0, seed=0)
+    assert tokenizer.decode([int(prop[filled])]) == '"'
+
+
 def test_jump_forward_fills_canonical_forced_tokens(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
