@@ -37,6 +37,7 @@ from .generation import (
 )
 from .model import KVCache, Transformer
 from .selection import select_tokens
+from .speculative import greedy_pick
 from .tokenizer import Tokenizer
 
 
@@ -118,8 +119,16 @@ class ARDecoder:
                     allowed[r] = 0
                     allowed[r, : mask.numel()] = mask
         if config.temperature == 0.0:
-            tok, _ = select_tokens(logits, temperature=0.0, allowed=allowed)
-            return tok.tolist()
+            tops = logits.argmax(dim=-1).tolist()
+            return [
+                greedy_pick(
+                    logits[r],
+                    None if allowed is None else allowed[r],
+                    tops[r],
+                    c.prefix_tokens if c is not None else None,
+                )
+                for r, c in enumerate(cons)
+            ]
         out = []
         for r in range(b):
             tok, _ = select_tokens(

@@ -275,7 +275,8 @@ class Drafter:
                 if mask is not None:
                     draft.masks[j] = mask
                 if greedy:
-                    tok = greedy_pick(logits[j], mask, tops[j])
+                    prefixes = constraint.prefix_tokens if constraint is not None else None
+                    tok = greedy_pick(logits[j], mask, tops[j], prefixes)
                     if tok < 0:  # nothing allowed here: the verifier will say so
                         break
                     q = None

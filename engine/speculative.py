@@ -18,6 +18,7 @@ constraint's allowed-token mask, renormalized — the same order as
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -74,18 +75,28 @@ def is_allowed(allowed: Tensor, token: int) -> bool:
     return 0 <= word < allowed.shape[-1] and (int(allowed[word]) >> (token & 31)) & 1 == 1
 
 
-def greedy_pick(logits: Tensor, allowed: Tensor | None, top: int | None = None) -> int:
-    """The token ``select_tokens(temperature=0, allowed=...)`` picks from ``logits`` [V]; -1 if none.
+def greedy_pick(
+    logits: Tensor,
+    allowed: Tensor | None,
+    top: int | None = None,
+    prefixes: Callable[[int], list[int]] | None = None,
+) -> int:
+    """The constrained greedy token from ``logits`` [V]; -1 if none is allowed.
 
-    That is the masked argmax, lowest id among ties. When the unmasked argmax
-    ``top`` (precomputed for many rows at once, or None) is finite and allowed
-    it is that token: every lower id scores less. Only otherwise is the mask
-    applied, through ``select_tokens`` itself.
+    The unmasked argmax ``top`` (precomputed for many rows at once, or None) when
+    it is finite and allowed. Where it is refused, the first allowed token of
+    ``prefixes(top)`` (a constraint's ``prefix_tokens``: the model's intent as far
+    as the constraint allows), then the masked argmax, lowest id among ties
+    (``select_tokens(temperature=0, allowed=...)``).
     """
     if top is None:
         top = int(logits.argmax())
     if float(logits[top]) > float("-inf") and (allowed is None or is_allowed(allowed, top)):
         return top
+    if allowed is not None and prefixes is not None:
+        for token in prefixes(top):
+            if is_allowed(allowed, token) and float(logits[token]) > float("-inf"):
+                return token
     tok, _ = select_tokens(
         logits.unsqueeze(0),
         temperature=0.0,

@@ -113,7 +113,9 @@ class Verifier:
             if mask is not None:
                 mask = fit_mask(mask.to(logits.device), vocab)
             if greedy:
-                tok = greedy_pick(logits[j], mask, tops[j])
+                tok = greedy_pick(
+                    logits[j], mask, tops[j], c.prefix_tokens if c is not None else None
+                )
                 hit = j < n and draft.tokens[j] == tok
             else:
                 p = target_probs(

@@ -309,7 +309,7 @@ class ConstraintSession:
                 choice = token if row.allows(pos, token) else None
             if choice is None:
                 choice = next(
-                    (t for t in self._c.prefix_tokens(refused[k]) if row.allows(pos, t)), None
+                    (t for t in self.prefix_tokens(refused[k]) if row.allows(pos, t)), None
                 )
             if choice is None:
                 continue
@@ -408,6 +408,10 @@ class ConstraintSession:
         bits = np.zeros((1, t.vocab_size), dtype=bool)
         bits[0, t.tokens[lo:hi][ok]] = True
         return pack_rows(bits)[0].to(self._c.tables.offsets.device)
+
+    def prefix_tokens(self, token: int) -> list[int]:
+        """Tokens whose bytes are a proper prefix of ``token``'s, longest first."""
+        return self._c.prefix_tokens(token)
 
     def forced_tokens(self) -> list[int]:
         """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""

@@ -86,6 +86,14 @@ class DecodeConstraint(Protocol):
         """Tokens forced right after the prefix (jump-forward for AR decoding)."""
         ...
 
+    def prefix_tokens(self, token: int) -> list[int]:
+        """Tokens whose bytes are a proper prefix of ``token``'s, longest first.
+
+        A refused greedy pick falls back to the first allowed one (the model's intent,
+        as far as the constraint allows) before the masked argmax.
+        """
+        ...
+
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix (they must be allowed)."""
         ...

@@ -95,6 +95,9 @@ class FixedAnswer:
     def forced_tokens(self) -> list[int]:
         return self.answer[self.offset :] if self.jump else []
 
+    def prefix_tokens(self, token: int) -> list[int]:
+        return []
+
     def advance(self, token_ids: Sequence[int]) -> None:
         for t in token_ids:
             assert t == self._want(self.offset), (t, self.offset)

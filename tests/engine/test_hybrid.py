@@ -327,6 +327,9 @@ class SubsetConstraint:
         last = self.prefix[-1] if self.prefix else None
         return [self.follow[last]] if last in self.follow else []
 
+    def prefix_tokens(self, token: int) -> list[int]:
+        return []  # single-character tokens: no token is a prefix of another
+
     def advance(self, token_ids: Sequence[int]) -> None:
         for t in token_ids:
             assert bool(self.next_token_mask_bool()[t]), (t, self.prefix)

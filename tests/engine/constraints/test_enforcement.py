@@ -12,6 +12,7 @@ from agentflow.engine.constraints.automaton import TokenAutomaton
 from agentflow.engine.constraints.enforcement import Constraint, ConstraintSession
 from agentflow.engine.constraints.protocol import DecodeConstraint
 from agentflow.engine.errors import InfeasibleConstraintError
+from agentflow.engine.speculative import greedy_pick
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.kernels import unpack_bits
 
@@ -204,6 +205,23 @@ def test_refused_greedy_pick_takes_its_longest_allowed_prefix(
     prop, conf = session.propose(tokens, masked, logits)
     assert tokenizer.decode([int(prop[pos])]) == '"'
     assert 0.0 < float(conf[pos]) < 0.1  # its probability among the allowed tokens
+
+
+def test_autoregressive_greedy_pick_falls_back_to_the_refused_tokens_prefix(
+    constrain: Callable[[str], Constraint], tokenizer: Tokenizer
+) -> None:
+    # The AR decoder, the hybrid drafter and the verifier share this rule, so greedy
+    # hybrid output stays the AR model's own.
+    session = constrain(TWO_KEYS).session()
+    session.advance(tokenizer.encode('{"a":"x'))
+    logits = torch.zeros(tokenizer.vocab_size)
+    logits[_one_token(tokenizer, '"}}]}')] = 9.0
+    logits[_one_token(tokenizer, "}")] = 5.0
+    logits[_one_token(tokenizer, '"')] = 1.0
+    mask = session.next_token_mask()
+    picked = greedy_pick(logits, mask, None, session.prefix_tokens)
+    assert tokenizer.decode([picked]) == '"'
+    assert tokenizer.decode([greedy_pick(logits, mask)]) == "}"  # the plain masked argmax
 
 
 def test_refused_greedy_pick_at_the_forced_boundary_takes_the_forced_token(
