@@ -10,8 +10,9 @@ size (dim 256, 6 layers, 8 heads, 4 kv heads, ffn 688, vocab 4096) with the end
 token disabled, and diffusion runs a fixed number of steps per block
 (``--steps``; ``--threshold`` is off), so every run decodes exactly the asked
 number of tokens. With trained checkpoints pass ``--dlm``/``--ar`` (names or
-folders) and usually ``--threshold 0.9``: runs then stop at the end token and
-tokens/s counts the tokens actually produced. ``--schema`` decodes both under the
+folders) and usually ``--threshold 0.9``: runs then stop at the end token,
+tokens/s counts the tokens actually produced, and ``--steps`` defaults to the
+engine's own default (one step cap per block position, as agents decode). ``--schema`` decodes both under the
 action constraint of the prompt's tools (what an agent step does: tool-call
 outputs, tokens the schema forces filled without a forward pass, for both).
 
@@ -219,7 +220,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--new-tokens", type=int, nargs="+", default=[64, 128, 256])
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--block-length", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=8, help="refinement steps cap per block")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="refinement steps cap per block (default: 8 without --threshold, the fixed "
+        "schedule; with it the engine's default, one block length)",
+    )
     parser.add_argument(
         "--threshold", type=float, default=None, help="confidence threshold (default: off)"
     )
@@ -235,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
         "--out", type=Path, default=Path(__file__).parent / "results" / "decode_speed.json"
     )
     args = parser.parse_args(argv)
+    if args.steps is None:
+        args.steps = 8 if args.threshold is None else args.block_length
     if args.threads:
         torch.set_num_threads(args.threads)
 
