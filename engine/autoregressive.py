@@ -125,7 +125,7 @@ class ARDecoder:
                     logits[r],
                     None if allowed is None else allowed[r],
                     tops[r],
-                    c.prefix_tokens if c is not None else None,
+                    c.refused_pick if c is not None else None,
                 )
                 for r, c in enumerate(cons)
             ]

@@ -275,8 +275,8 @@ class Drafter:
                 if mask is not None:
                     draft.masks[j] = mask
                 if greedy:
-                    prefixes = constraint.prefix_tokens if constraint is not None else None
-                    tok = greedy_pick(logits[j], mask, tops[j], prefixes)
+                    refused = constraint.refused_pick if constraint is not None else None
+                    tok = greedy_pick(logits[j], mask, tops[j], refused)
                     if tok < 0:  # nothing allowed here: the verifier will say so
                         break
                     q = None

@@ -79,24 +79,24 @@ def greedy_pick(
     logits: Tensor,
     allowed: Tensor | None,
     top: int | None = None,
-    prefixes: Callable[[int], list[int]] | None = None,
+    refused: Callable[[int, Tensor], int | None] | None = None,
 ) -> int:
     """The constrained greedy token from ``logits`` [V]; -1 if none is allowed.
 
     The unmasked argmax ``top`` (precomputed for many rows at once, or None) when
-    it is finite and allowed. Where it is refused, the first allowed token of
-    ``prefixes(top)`` (a constraint's ``prefix_tokens``: the model's intent as far
-    as the constraint allows), then the masked argmax, lowest id among ties
+    it is finite and allowed. Where it is refused, ``refused(top, logits)`` (a
+    constraint's ``refused_pick``: the allowed token closest to what the model
+    meant) when it names one; otherwise the masked argmax, lowest id among ties
     (``select_tokens(temperature=0, allowed=...)``).
     """
     if top is None:
         top = int(logits.argmax())
     if float(logits[top]) > float("-inf") and (allowed is None or is_allowed(allowed, top)):
         return top
-    if allowed is not None and prefixes is not None:
-        for token in prefixes(top):
-            if is_allowed(allowed, token) and float(logits[token]) > float("-inf"):
-                return token
+    if allowed is not None and refused is not None:
+        token = refused(top, logits)
+        if token is not None and float(logits[token]) > float("-inf"):
+            return token
     tok, _ = select_tokens(
         logits.unsqueeze(0),
         temperature=0.0,

@@ -114,7 +114,7 @@ class Verifier:
                 mask = fit_mask(mask.to(logits.device), vocab)
             if greedy:
                 tok = greedy_pick(
-                    logits[j], mask, tops[j], c.prefix_tokens if c is not None else None
+                    logits[j], mask, tops[j], c.refused_pick if c is not None else None
                 )
                 hit = j < n and draft.tokens[j] == tok
             else:

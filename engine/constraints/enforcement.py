@@ -16,7 +16,9 @@ each denoising step of a block:
   fails, and :func:`agentflow.kernels.constrained_select`
   picks again there. The Gumbel noise is keyed by row, so a sampled token that
   passes the fast path is exactly the token the masked pick would return; its
-  confidence is then the unmasked probability (a lower bound of the masked one);
+  confidence is then the unmasked probability (a lower bound of the masked one).
+  A greedy pick that fails is replaced by what keeps the model's intent
+  (:mod:`.refused_picks`) before the masked argmax;
 - ``commit``: positions in confidence order, one by one, re-sweeping (incrementally) after each;
 - ``jump_forward``: forced tokens at the leftmost mask, without a forward pass.
 
@@ -40,6 +42,7 @@ from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
 from .jump_forward import ForcedText, forced_run
+from .refused_picks import ByteNeighbours, repick
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
@@ -85,8 +88,7 @@ class Constraint:
         self.forced = ForcedText.build(automaton, tokenizer)
         #: int64 [S]: fewest tokens from each state to acceptance (``S + 1`` when unreachable).
         self.distance = torch.from_numpy(self.host.dist)
-        self._by_bytes: dict[bytes, int] | None = None  # built on first use
-        self._prefixes: dict[int, list[int]] = {}
+        self._neighbours: ByteNeighbours | None = None  # built on the first refused pick
 
     @classmethod
     def from_schema(
@@ -113,18 +115,11 @@ class Constraint:
         """Tokens the constraint knows; logits may have more columns (never allowed)."""
         return self.automaton.vocab_size
 
-    def prefix_tokens(self, token: int) -> list[int]:
-        """Tokens whose bytes are a proper prefix of ``token``'s, longest first."""
-        if token not in self._prefixes:
-            if self._by_bytes is None:
-                self._by_bytes = {}
-                for tid, data in enumerate(self.forced.token_bytes):
-                    if data:
-                        self._by_bytes.setdefault(data, tid)
-            data = self.forced.token_bytes[token] if 0 <= token < self.vocab_size else b""
-            found = (self._by_bytes.get(data[:cut]) for cut in range(len(data) - 1, 0, -1))
-            self._prefixes[token] = [t for t in found if t is not None]
-        return self._prefixes[token]
+    def neighbours(self) -> ByteNeighbours:
+        """The vocabulary's byte-prefix index for refused greedy picks (:mod:`.refused_picks`)."""
+        if self._neighbours is None:
+            self._neighbours = ByteNeighbours(self.forced.token_bytes)
+        return self._neighbours
 
     def session(self, max_tokens: int | None = None) -> ConstraintSession:
         """A fresh per-request state at the automaton's initial state.
@@ -262,13 +257,20 @@ class ConstraintSession:
         picks = tok.tolist()
         fails = [k for k, pos in enumerate(positions) if not row.allows(pos, picks[k])]
         if fails and temperature == 0:  # greedy: no row-keyed noise, re-pick the failed rows only
-            masks = self._masks(row, [positions[k] for k in fails], rows.device)
+            failed = [positions[k] for k in fails]
+            allowed_at = np.stack([row.allowed(p) for p in failed])
             sub = torch.tensor(fails, dtype=torch.int64, device=rows.device)
-            sub_tok, sub_conf = self._select_allowed(rows[sub], masks, temperature, seed)
-            refused = [picks[k] for k in fails]
-            self._repick_refused(
-                row, [positions[k] for k in fails], refused, rows[sub], sub_tok, sub_conf
-            )
+            masks = pack_rows(allowed_at).to(rows.device)
+            sub_rows = rows[sub]
+            sub_tok, sub_conf = self._select_allowed(sub_rows, masks, temperature, seed)
+            held_pos, held = self._boundary or (-1, None)
+            for k, (pos, allowed) in enumerate(zip(failed, allowed_at, strict=True)):
+                boundary = held if pos == held_pos else None
+                choice = repick(
+                    self._c.neighbours(), picks[fails[k]], allowed, sub_rows[k], boundary
+                )
+                if choice is not None:
+                    sub_tok[k], sub_conf[k] = choice
             tok[sub.to(tok.device)], conf[sub.to(conf.device)] = sub_tok, sub_conf
         elif fails:
             words = (self._c.vocab_size + 31) // 32
@@ -279,43 +281,6 @@ class ConstraintSession:
         out_tok[idx] = tok.to(out_tok.device)
         out_conf[idx.to(out_conf.device)] = conf
         return out_tok, out_conf
-
-    def _repick_refused(
-        self,
-        row: BlockSweep,
-        positions: list[int],
-        refused: list[int],
-        logits: Tensor,
-        tok: Tensor,
-        conf: Tensor,
-    ) -> None:
-        """Greedy re-picks where the model's own token was refused, in place.
-
-        The masked argmax reads the model's distribution as if it were about the
-        allowed tokens; where the model meant something else it picks a guess
-        (``}}]}`` inside a string when the model meant ``"}}]}`` but a required key
-        is missing). Two picks follow the model's intent instead:
-
-        - at the boundary left by the last jump-forward, the forced text's own next
-          token (the model read the forced text as ending elsewhere: e.g. the key
-          ``rekilu`` as unfinished);
-        - elsewhere, the longest allowed token that the refused token's bytes start
-          with (``"`` for ``"}}]}``: close the string, as the model meant).
-        """
-        for k, pos in enumerate(positions):
-            choice = None
-            if self._boundary is not None and self._boundary[0] == pos:
-                token = self._boundary[1]
-                choice = token if row.allows(pos, token) else None
-            if choice is None:
-                choice = next(
-                    (t for t in self.prefix_tokens(refused[k]) if row.allows(pos, t)), None
-                )
-            if choice is None:
-                continue
-            allowed = torch.from_numpy(row.allowed(pos)).to(logits.device)
-            probs = torch.softmax(logits[k].float().masked_fill(~allowed, float("-inf")), dim=0)
-            tok[k], conf[k] = choice, probs[choice]
 
     def commit(
         self,
@@ -400,18 +365,23 @@ class ConstraintSession:
 
     # -- autoregressive decoding --
 
-    def next_token_mask(self) -> Tensor:
-        """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
+    def _next_allowed(self) -> np.ndarray:
+        """bool [V]: the tokens allowed right after the prefix, within the budget."""
         t = self._t
         lo, hi = int(t.offsets[self._state]), int(t.offsets[self._state + 1])
         ok = t.level(self._exit_level(1))[t.next_states[lo:hi]]
-        bits = np.zeros((1, t.vocab_size), dtype=bool)
-        bits[0, t.tokens[lo:hi][ok]] = True
-        return pack_rows(bits)[0].to(self._c.tables.offsets.device)
+        bits = np.zeros(t.vocab_size, dtype=bool)
+        bits[t.tokens[lo:hi][ok]] = True
+        return bits
 
-    def prefix_tokens(self, token: int) -> list[int]:
-        """Tokens whose bytes are a proper prefix of ``token``'s, longest first."""
-        return self._c.prefix_tokens(token)
+    def next_token_mask(self) -> Tensor:
+        """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
+        return pack_rows(self._next_allowed()[None, :])[0].to(self._c.tables.offsets.device)
+
+    def refused_pick(self, token: int, logits: Tensor) -> int | None:
+        """The token to take after the prefix when the greedy ``token`` is refused: the
+        allowed token closest to it (:mod:`.refused_picks`), or None."""
+        return self._c.neighbours().closest(token, self._next_allowed(), logits)
 
     def forced_tokens(self) -> list[int]:
         """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""

@@ -86,11 +86,11 @@ class DecodeConstraint(Protocol):
         """Tokens forced right after the prefix (jump-forward for AR decoding)."""
         ...
 
-    def prefix_tokens(self, token: int) -> list[int]:
-        """Tokens whose bytes are a proper prefix of ``token``'s, longest first.
+    def refused_pick(self, token: int, logits: Tensor) -> int | None:
+        """The token to take after the prefix when the greedy ``token`` is refused.
 
-        A refused greedy pick falls back to the first allowed one (the model's intent,
-        as far as the constraint allows) before the masked argmax.
+        The allowed token sharing the longest byte prefix with it, the likeliest by
+        ``logits`` among those; None sends the caller to the plain masked argmax.
         """
         ...
 

@@ -95,8 +95,8 @@ class FixedAnswer:
     def forced_tokens(self) -> list[int]:
         return self.answer[self.offset :] if self.jump else []
 
-    def prefix_tokens(self, token: int) -> list[int]:
-        return []
+    def refused_pick(self, token: int, logits: Tensor) -> int | None:
+        return None
 
     def advance(self, token_ids: Sequence[int]) -> None:
         for t in token_ids:

@@ -327,8 +327,8 @@ class SubsetConstraint:
         last = self.prefix[-1] if self.prefix else None
         return [self.follow[last]] if last in self.follow else []
 
-    def prefix_tokens(self, token: int) -> list[int]:
-        return []  # single-character tokens: no token is a prefix of another
+    def refused_pick(self, token: int, logits: Tensor) -> int | None:
+        return None  # the masked argmax
 
     def advance(self, token_ids: Sequence[int]) -> None:
         for t in token_ids:

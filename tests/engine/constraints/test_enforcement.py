@@ -188,7 +188,7 @@ def _one_token(tokenizer: Tokenizer, text: str) -> int:
     return ids[0]
 
 
-def test_refused_greedy_pick_takes_its_longest_allowed_prefix(
+def test_refused_structural_pick_takes_the_likeliest_token_with_its_first_byte(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
     # The model means to close the string and the call ("}}]}), but key "b" is still
@@ -207,20 +207,21 @@ def test_refused_greedy_pick_takes_its_longest_allowed_prefix(
     assert 0.0 < float(conf[pos]) < 0.1  # its probability among the allowed tokens
 
 
-def test_autoregressive_greedy_pick_falls_back_to_the_refused_tokens_prefix(
+def test_autoregressive_greedy_pick_keeps_the_refused_tokens_intent(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
     # The AR decoder, the hybrid drafter and the verifier share this rule, so greedy
     # hybrid output stays the AR model's own.
-    session = constrain(TWO_KEYS).session()
+    session = constrain(r'\{"a":"[^"]{0,8}"\}\}\]\}').session()
     session.advance(tokenizer.encode('{"a":"x'))
     logits = torch.zeros(tokenizer.vocab_size)
-    logits[_one_token(tokenizer, '"}}]}')] = 9.0
-    logits[_one_token(tokenizer, "}")] = 5.0
-    logits[_one_token(tokenizer, '"')] = 1.0
+    logits[_one_token(tokenizer, '",')] = 9.0  # refused: no second key
+    logits[_one_token(tokenizer, "}")] = 5.0  # allowed (inside the string), other intent
+    logits[_one_token(tokenizer, '"}}]}')] = 4.0  # closes the string: what '",' began
+    logits[_one_token(tokenizer, '"')] = 2.0
     mask = session.next_token_mask()
-    picked = greedy_pick(logits, mask, None, session.prefix_tokens)
-    assert tokenizer.decode([picked]) == '"'
+    picked = greedy_pick(logits, mask, None, session.refused_pick)
+    assert tokenizer.decode([picked]) == '"}}]}'
     assert tokenizer.decode([greedy_pick(logits, mask)]) == "}"  # the plain masked argmax
 
 
