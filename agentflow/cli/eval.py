@@ -28,6 +28,13 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("-n", "--cases", type=int, default=200, help="held-out cases per mode")
     parser.add_argument("--seed", type=int, default=1234, help="held-out set seed")
+    parser.add_argument(
+        "--split",
+        choices=("heldout", "train"),
+        default="heldout",
+        help="heldout: unseen names and phrasings (default); train: fresh conversations "
+        "of the training distribution (is the model under-trained, or not generalizing?)",
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="cases decoded together")
     parser.add_argument(
         "--no-constraint", action="store_true", help="decode without the action constraint"
@@ -92,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         constrained=not args.no_constraint,
         config=config,
         progress=progress,
+        split=args.split,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import jsonschema
 
 from ..generation import GenerationConfig
+from .concepts import Split
 from .corpus import CorpusGenerator, Sample
 
 Mode = Literal["diffusion", "hybrid", "ar"]
@@ -76,9 +77,15 @@ class EvalReport:
         }
 
 
-def heldout_cases(n: int, seed: int = 1234) -> list[Sample]:
-    """``n`` held-out samples (the default seed differs from training's data seed too)."""
-    return list(CorpusGenerator("heldout", seed).samples(n))
+def heldout_cases(n: int, seed: int = 1234, split: Split = "heldout") -> list[Sample]:
+    """``n`` held-out samples (the default seed differs from training's data seed too).
+
+    ``split="train"`` draws fresh samples of the *training* distribution instead:
+    the same pools the models were trained on, new conversations. Scores there
+    against the held-out ones tell an under-trained model (low on both) from one
+    that does not generalize to unseen names and phrasings (high, then low).
+    """
+    return list(CorpusGenerator(split, seed).samples(n))
 
 
 def _action_schema(sample: Sample) -> dict[str, Any]:
@@ -189,10 +196,12 @@ def evaluate(
     constrained: bool = True,
     config: GenerationConfig | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    split: Split = "heldout",
 ) -> EvalReport:
-    """Decode ``n`` held-out cases in each mode and score them."""
+    """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
+    in each mode and score them."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
-    samples = heldout_cases(n, seed)
+    samples = heldout_cases(n, seed, split)
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     compiled: dict[str, Any] = {}
@@ -240,6 +249,7 @@ def evaluate(
     settings = {
         "n": n,
         "seed": seed,
+        "split": split,
         "batch_size": batch_size,
         "constrained": constrained,
         "generation": asdict(config),

@@ -144,3 +144,17 @@ def test_constrained_decoding_of_a_random_model_is_always_valid(
     )
     assert report.summary["diffusion"]["all"]["valid_json"] == 100.0
     assert len(report.cases) == 3
+
+
+def test_train_split_cases_come_from_the_training_pools() -> None:
+    from agentflow.engine.training.corpus import CorpusGenerator
+    from agentflow.engine.training.evaluate import heldout_cases
+
+    train = heldout_cases(4, seed=9, split="train")
+    held = heldout_cases(4, seed=9)
+    assert [c.prompt() for c in train] == [
+        c.prompt() for c in CorpusGenerator("train", 9).samples(4)
+    ]
+    assert [c.prompt() for c in train] != [c.prompt() for c in held]
+    with pytest.raises(ValueError, match="split"):
+        heldout_cases(1, split="test")  # type: ignore[arg-type]
