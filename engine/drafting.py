@@ -256,7 +256,8 @@ class Drafter:
     ) -> Draft:
         """A block from one forward pass, picked left to right under the constraint.
 
-        Greedy (``temperature == 0``): each position's masked argmax. Sampling: each
+        Greedy (``temperature == 0``): each position's constrained greedy token
+        (:func:`~.speculative.greedy_pick`). Sampling: each
         position drawn from that pass's distribution; ``probs`` holds it. After each
         picked token the constraint's forced tokens follow (deterministic, as in
         autoregressive decoding); the constraint is restored before returning.

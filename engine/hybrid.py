@@ -4,7 +4,7 @@ Each round the drafter proposes the next block (:mod:`.drafting`); the verifier
 (:mod:`.verification`)
 forwards [tokens it has not seen yet + the draft] through its causal KV cache in
 one pass and walks the draft left to right, exactly as :class:`ARDecoder` would
-decode: at each position it picks its own token (greedy: the masked argmax;
+decode: at each position it picks its own token (greedy: ``greedy_pick``;
 sampling: the speculative-sampling rule of :mod:`.speculative`), appends the
 constraint's forced tokens after it, and goes on while the draft agrees. At the
 first disagreement (or after the whole draft) its own token ends the round.

@@ -2,8 +2,8 @@
 
 :meth:`Verifier.verify` forwards [tokens the verifier has not seen + the draft]
 through its causal KV cache and walks the draft the way :class:`ARDecoder`
-decodes: its own token at each position (greedy: the masked argmax exactly as
-``select_tokens`` picks it; sampling: :func:`~.speculative.speculative_step`),
+decodes: its own token at each position (greedy: :func:`~.speculative.greedy_pick`,
+the call :class:`ARDecoder` makes; sampling: :func:`~.speculative.speculative_step`),
 the constraint's forced tokens after it, on while the draft agrees.
 :meth:`Verifier.keep` then truncates the cache to the kept draft prefix. With
 an empty draft (:data:`NO_DRAFT`) a round is one plain autoregressive step.

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 
 #: Bytes of a token compared at most (longer tokens are compared on this prefix).
-MAX_COMPARED_BYTES = 32
+MAX_COMPARED_BYTES = 16
 
 
 def repick(
