@@ -188,7 +188,7 @@ def _one_token(tokenizer: Tokenizer, text: str) -> int:
     return ids[0]
 
 
-def test_refused_structural_pick_takes_the_likeliest_token_with_its_first_byte(
+def test_refused_pick_closes_the_string_instead_of_writing_structure_into_it(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
     # The model means to close the string and the call ("}}]}), but key "b" is still
