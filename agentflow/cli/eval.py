@@ -53,6 +53,13 @@ def add_parser(subparsers: Any) -> None:
         "--threshold", type=float, default=0.9, help="confidence to commit a position"
     )
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
+    parser.add_argument(
+        "--compare",
+        type=Path,
+        default=None,
+        help="an earlier --json report of the same cases (-n, --seed, --split): print, per "
+        "metric, the cases this run fixed and broke, with the exact McNemar p-value",
+    )
     parser.set_defaults(func=run)
 
 
@@ -73,6 +80,18 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    baseline = None
+    if args.compare is not None:  # checked before decoding anything
+        from agentflow.engine.training.eval_compare import check_same_cases
+
+        try:
+            baseline = json.loads(args.compare.read_text())
+            check_same_cases(
+                baseline["settings"], {"n": args.cases, "seed": args.seed, "split": args.split}
+            )
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            print(f"agentflow eval: cannot compare with {args.compare}: {exc}", file=sys.stderr)
+            return 2
     needs_dlm = any(m in ("diffusion", "hybrid") for m in modes)
     needs_ar = any(m in ("ar", "hybrid") for m in modes)
     dlm = load_checkpoint(args.model) if needs_dlm else None
@@ -108,4 +127,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"report written to {args.json}")
     else:
         print(json.dumps(report.summary))
+    if baseline is not None:
+        from agentflow.engine.training.eval_compare import compare_reports, format_comparison
+
+        print(f"\npaired against {args.compare} (fixed: right now, wrong there)")
+        print(format_comparison(compare_reports(baseline, report.to_json())))
     return 0

@@ -28,3 +28,30 @@ def test_eval_rejects_an_unknown_split(capsys: pytest.CaptureFixture[str]) -> No
     with pytest.raises(SystemExit):
         main(["eval", "--split", "test"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_eval_compares_with_an_earlier_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = tmp_path / "first.json"
+    argv = ["eval", "--modes", "diffusion", "-n", "2", "--batch-size", "2"]
+    assert main([*argv, "--json", str(first)]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--compare", str(first)]) == 0
+    out = capsys.readouterr().out
+    assert "paired against" in out and "tool_choice" in out
+    # identical runs: nothing fixed, nothing broken
+    row = next(line for line in out.splitlines() if line.startswith("diffusion  valid_json"))
+    assert row.split()[2:5] == ["2", "0", "0"]
+
+
+def test_eval_refuses_a_report_of_other_cases_before_decoding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"settings": {"n": 2, "seed": 5, "split": "heldout"}}))
+    argv = ["eval", "--modes", "diffusion", "-n", "2", "--compare", str(other)]
+    assert main(argv) == 2
+    assert "seed is 5 there and 1234 here" in capsys.readouterr().err
+    assert main([*argv[:-1], str(tmp_path / "missing.json")]) == 2
+    assert "cannot compare with" in capsys.readouterr().err
