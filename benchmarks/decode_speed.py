@@ -12,9 +12,10 @@ token disabled, and diffusion runs a fixed number of steps per block
 number of tokens. With trained checkpoints pass ``--dlm``/``--ar`` (names or
 folders) and usually ``--threshold 0.9``: runs then stop at the end token,
 tokens/s counts the tokens actually produced, and ``--steps`` defaults to the
-engine's own default (one step cap per block position, as agents decode). ``--schema`` decodes both under the
-action constraint of the prompt's tools (what an agent step does: tool-call
-outputs, tokens the schema forces filled without a forward pass, for both).
+engine's own default (one step cap per block position, as agents decode).
+``--schema`` decodes both under the action constraint of the prompt's tools
+(what an agent step does: tool-call outputs, tokens the schema forces filled
+without a forward pass, for both).
 
     python benchmarks/decode_speed.py                    # random weights, ~2-3 min on 2 cores
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9

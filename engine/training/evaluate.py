@@ -77,8 +77,9 @@ class EvalReport:
         }
 
 
-def heldout_cases(n: int, seed: int = 1234, split: Split = "heldout") -> list[Sample]:
-    """``n`` held-out samples (the default seed differs from training's data seed too).
+def eval_cases(n: int, seed: int = 1234, split: Split = "heldout") -> list[Sample]:
+    """``n`` evaluation samples: held-out ones by default (the default seed differs
+    from training's data seed too).
 
     ``split="train"`` draws fresh samples of the *training* distribution instead:
     the same pools the models were trained on, new conversations. Scores there
@@ -201,7 +202,7 @@ def evaluate(
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
     in each mode and score them."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
-    samples = heldout_cases(n, seed, split)
+    samples = eval_cases(n, seed, split)
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     compiled: dict[str, Any] = {}

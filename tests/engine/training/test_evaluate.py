@@ -148,13 +148,13 @@ def test_constrained_decoding_of_a_random_model_is_always_valid(
 
 def test_train_split_cases_come_from_the_training_pools() -> None:
     from agentflow.engine.training.corpus import CorpusGenerator
-    from agentflow.engine.training.evaluate import heldout_cases
+    from agentflow.engine.training.evaluate import eval_cases
 
-    train = heldout_cases(4, seed=9, split="train")
-    held = heldout_cases(4, seed=9)
+    train = eval_cases(4, seed=9, split="train")
+    held = eval_cases(4, seed=9)
     assert [c.prompt() for c in train] == [
         c.prompt() for c in CorpusGenerator("train", 9).samples(4)
     ]
     assert [c.prompt() for c in train] != [c.prompt() for c in held]
     with pytest.raises(ValueError, match="split"):
-        heldout_cases(1, split="test")  # type: ignore[arg-type]
+        eval_cases(1, split="test")  # type: ignore[arg-type]
