@@ -34,7 +34,7 @@ Two kinds of draft:
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -191,16 +191,7 @@ class Drafter:
         """A block of ``length`` by multi-step denoising; the constraint is not advanced."""
         cache = self._start(length)
         block = self._masked_block(length)
-        cfg = GenerationConfig(
-            max_new_tokens=length,
-            block_length=length,
-            steps=config.steps,
-            threshold=config.threshold,
-            temperature=config.temperature,
-            top_p=config.top_p,
-            seed=config.seed,
-            order=config.order,
-        )
+        cfg = replace(config, max_new_tokens=length, block_length=length)
         res = denoise_block(
             self.model,
             cache,

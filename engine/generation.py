@@ -35,6 +35,11 @@ class GenerationConfig:
     (the most confident anywhere in the block, as LLaDA and Fast-dLLM) or
     ``"prefix"`` (the leftmost masked position and the confident run right after
     it); None uses the model's ``commit_order``.
+    ``cache_block_prefix`` keeps a block's clean leading positions in the KV cache
+    for the block's later steps, so each pass runs only from the first masked
+    position on (fewer positions per pass; approximate: the cached positions do
+    not see the block's later commits). The whole block still enters the cache
+    exactly once it is done.
     """
 
     max_new_tokens: int = 128
@@ -45,6 +50,7 @@ class GenerationConfig:
     top_p: float = 1.0
     seed: int | None = None
     order: CommitOrder | None = None
+    cache_block_prefix: bool = False
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in COMMIT_ORDERS:

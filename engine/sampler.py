@@ -188,6 +188,11 @@ def denoise_block(
     commit_order = config.order or model.config.commit_order
     nfe = 0
     step = 0
+    # With ``cache_block_prefix``: how many leading block positions are cached for the
+    # rest of this block, the cache length and pending tail the block's first pass left.
+    cached = 0
+    block_start: int | None = None
+    carry = pending
     while bool(masked.any()):
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
@@ -197,7 +202,12 @@ def denoise_block(
                 confidence[r][forced[r]] = 1.0
         if not bool(masked.any()):
             break
-        seg = pending.cat(Segment(tokens, block.positions, block.block_ids, block.valid))
+        if config.cache_block_prefix and block_start is not None:
+            lead = _clean_lead(masked)
+            if lead > cached:  # these ride with this pass as pending and enter the cache
+                pending = pending.cat(_block_part(tokens, block, cached, lead))
+                cached = lead
+        seg = pending.cat(_block_part(tokens, block, cached, length))
         commit = pending.length - shift
         hidden = model(
             seg.tokens,
@@ -209,10 +219,17 @@ def denoise_block(
             hidden_only=True,
         )
         start = pending.length - shift
-        # Only the block's positions need vocabulary logits.
-        block_logits = model.project(hidden[:, start : start + length]).float()
+        # Only the block's positions need vocabulary logits (cached ones: zeros, never read).
+        part = model.project(hidden[:, start : start + length - cached]).float()
+        if cached:
+            block_logits = part.new_zeros(b, length, part.shape[-1])
+            block_logits[:, cached:] = part
+        else:
+            block_logits = part
         block_logits[..., mask_id] = float("-inf")  # the mask token is never an answer
         pending = pending.slice(commit)
+        if block_start is None:
+            block_start, carry = cache.length, pending
         nfe += 1
         row_nfe += masked.any(dim=1).long().cpu()
         seeds_now = [step_seed(s, block_index, step) for s in row_seeds]
@@ -250,8 +267,29 @@ def denoise_block(
         for r, c in enumerate(cons):
             if c is not None:
                 c.finish_block(tokens[r])
+    if cached:
+        # The cached prefix saw a partly masked block: drop it, so that the whole clean
+        # block enters the cache with the next block's first pass, exact as without it.
+        cache.truncate(block_start)
+        pending = carry
     clean = Segment(tokens, block.positions, block.block_ids, block.valid)
     return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(clean))
+
+
+def _clean_lead(masked: Tensor) -> int:
+    """Leading block positions that are clean in every row [b, L]."""
+    still = masked.any(dim=0).nonzero()
+    return int(still[0]) if still.numel() else masked.shape[1]
+
+
+def _block_part(tokens: Tensor, block: Segment, start: int, stop: int) -> Segment:
+    """Block positions ``start .. stop - 1`` with their current tokens."""
+    return Segment(
+        tokens[:, start:stop],
+        block.positions[:, start:stop],
+        block.block_ids[:, start:stop],
+        block.valid[:, start:stop],
+    )
 
 
 def _fill_after_end(

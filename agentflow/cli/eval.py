@@ -52,6 +52,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument(
         "--threshold", type=float, default=0.9, help="confidence to commit a position"
     )
+    parser.add_argument(
+        "--cache-block-prefix",
+        action="store_true",
+        help="diffusion: cache a block's clean leading positions between its steps "
+        "(shorter passes; approximate inside the block)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -102,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         steps=args.steps,
         threshold=args.threshold,
         order=args.order,
+        cache_block_prefix=args.cache_block_prefix,
     )
 
     def progress(mode: str, done: int, total: int) -> None:

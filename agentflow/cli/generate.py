@@ -96,6 +96,12 @@ def add_parser(subparsers: Any) -> None:
         help="diffusion commit order: most confident anywhere, or left to right in confident runs"
         " (default: the model's)",
     )
+    parser.add_argument(
+        "--cache-block-prefix",
+        action="store_true",
+        help="diffusion: cache a block's clean leading positions between its steps "
+        "(shorter passes; approximate inside the block)",
+    )
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -112,6 +118,7 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
             top_p=args.top_p,
             seed=args.seed,
             order=args.order,
+            cache_block_prefix=args.cache_block_prefix,
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc

@@ -89,13 +89,15 @@ def test_greedy_hybrid_equals_verifier_greedy(block_length: int) -> None:
         assert engine.generate(prompt, cfg).sequences[0] == ar.generate(prompt, cfg).sequences[0]
 
 
-@pytest.mark.parametrize("draft_steps", [1, None])
-def test_greedy_exact_when_drafts_are_partly_kept(draft_steps: int | None) -> None:
+@pytest.mark.parametrize(("draft_steps", "cache_prefix"), [(1, False), (None, False), (None, True)])
+def test_greedy_exact_when_drafts_are_partly_kept(
+    draft_steps: int | None, cache_prefix: bool
+) -> None:
     drafter, verifier = agreeing_pair()
     options = HybridOptions(draft_steps=draft_steps, adaptive=False)  # every round drafts
     engine = HybridEngine(drafter, verifier, options=options)
     ar = ARDecoder(verifier)
-    cfg = GenerationConfig(max_new_tokens=20, block_length=6)
+    cfg = GenerationConfig(max_new_tokens=20, block_length=6, cache_block_prefix=cache_prefix)
     kept = 0
     for prompt in random_prompts(5, 96, seed=11):
         res = engine.generate(prompt, cfg)

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import Any
 
 import pytest
 import torch
 from engine_testing import make_config, make_model
 
+from agentflow.engine import sampler
 from agentflow.engine.errors import ContextLengthError, InfeasibleConstraintError
 from agentflow.engine.generation import GenerationConfig
-from agentflow.engine.model import Transformer
+from agentflow.engine.model import KVCache, Transformer
 from agentflow.engine.sampler import DiffusionEngine
 
 PROMPTS = [[5, 6, 7, 8, 9, 10, 11], [12, 13, 14], [20, 21, 22, 23, 24]]
@@ -239,6 +241,57 @@ def test_constraint_plumbing(block_model: Transformer, fixed_answer, jump: bool)
         PROMPTS[1], GenerationConfig(max_new_tokens=16, block_length=4, steps=4)
     )
     assert res.sequences[1] == alone.sequences[0]
+
+
+def _forwarded_lengths(model: Transformer) -> list[int]:
+    """Records the number of tokens of every forward pass of ``model``."""
+    lengths: list[int] = []
+    model.register_forward_pre_hook(lambda _m, args: lengths.append(args[0].shape[1]))
+    return lengths
+
+
+@pytest.mark.parametrize("shift", [0, 1])
+def test_block_prefix_cache_shortens_passes_and_keeps_blocks_exact(
+    model_factory, fixed_answer, monkeypatch: pytest.MonkeyPatch, shift: int
+) -> None:
+    """With ``cache_block_prefix``, later steps of a block forward only the positions
+    from the first masked one on; a finished block still enters the cache exactly, so
+    the cache a run leaves (every block but the last) equals the run without it."""
+    targets = [[40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50], [60, 61, 62, 63, 64, 65, 66]]
+    made: list[KVCache] = []
+
+    class RecordedCache(KVCache):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(sampler, "KVCache", RecordedCache)
+    lengths, outputs = [], []
+    for flag in (False, True):
+        model = model_factory("block", seed=5, logits_shift=shift)
+        seen = _forwarded_lengths(model)
+        engine = DiffusionEngine(model)
+        cfg = GenerationConfig(
+            max_new_tokens=16, block_length=8, steps=8, threshold=None, cache_block_prefix=flag
+        )
+        res = engine.generate(
+            [PROMPTS[0], PROMPTS[2]],
+            cfg,
+            constraints=[fixed_answer(t, jump=False) for t in targets],
+        )
+        outputs.append(res.sequences)
+        lengths.append(seen)
+    assert outputs[0] == outputs[1] == targets  # the constraint fixes the tokens
+    plain, cached = lengths
+    assert len(plain) == len(cached)  # one token per step either way (threshold None)
+    assert sum(cached) < sum(plain)
+    assert cached[0] == plain[0]  # the prompt pass
+    before, after = made
+    assert before.length == after.length
+    n = before.length
+    assert torch.equal(before.valid[:, :n], after.valid[:, :n])
+    assert torch.allclose(before.k[:, :, :, :n], after.k[:, :, :, :n], atol=1e-6)
+    assert torch.allclose(before.v[:, :, :, :n], after.v[:, :, :, :n], atol=1e-6)
 
 
 def test_prompt_longer_than_context_raises(block_model: Transformer) -> None:
