@@ -325,11 +325,32 @@ class BlockSweep:
             self.forward[i + 1] = new
             last = i + 1
         for i in range(last, -1, -1):
+            if i > hi:
+                self._trim(i)
+                continue
             old = self._viable[i]
             self._back(i)
             if i < lo and np.array_equal(old, self._viable[i]):
                 break
         self.updates += 1
+
+    def _trim(self, i: int) -> None:
+        """Re-trim ``backward[i]`` to a ``forward[i]`` that shrank, right of every change.
+
+        The untrimmed backward set at ``i`` depends only on positions ``i`` onwards,
+        which did not change, and the new forward set is a subset of the old one
+        (masks only became fixed), so the new trimmed set is the old one ∩ the new
+        forward set: no step through the automaton is needed.
+        """
+        old = self._viable[i]
+        states = self.forward[i]
+        viable = states[self.backward[i][states]]
+        if viable.size == old.size:
+            return
+        out = np.zeros(self.tables.num_states, dtype=bool)
+        out[viable] = True
+        self._viable[i], self.backward[i] = viable, out
+        self._viable_sets[i] = None
 
     # -- queries --
 
