@@ -71,7 +71,10 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     return json.loads(out)
 
 
-def test_json_output_shape_and_determinism(dlm: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("extra", [(), ("--cache-block-prefix",)])
+def test_json_output_shape_and_determinism(
+    dlm: Path, capsys: pytest.CaptureFixture[str], extra: tuple[str, ...]
+) -> None:
     args = (
         "Where is order 58213?",
         "--model",
@@ -80,6 +83,7 @@ def test_json_output_shape_and_determinism(dlm: Path, capsys: pytest.CaptureFixt
         "16",
         "--block-length",
         "8",
+        *extra,
     )
     first = run_json(capsys, *args)
     assert set(first) == {"text", "stats"}
