@@ -18,7 +18,10 @@ Bidirectional checkpoints (LLaDA, Dream) let every token see every other, so no
 cache is exact; as in Fast-dLLM the cache is rebuilt once per block — the
 block's first step forwards [whole clean sequence + masked block] — and reused
 for the block's later steps (approximate: the prefix does not see later edits
-of the block).
+of the block). ``GenerationConfig.cache_block_prefix`` also caches a block's
+clean leading positions for the block's later steps (shorter passes, approximate
+inside the block); the cache is rolled back when the block is done, so finished
+blocks still enter it exactly.
 
 Models with ``logits_shift=1`` (Dream) predict position ``i`` from the output
 at ``i - 1``: the last clean token is kept out of the cache and forwarded with
