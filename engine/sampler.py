@@ -196,6 +196,7 @@ def denoise_block(
     cached = 0
     block_start: int | None = None
     carry = pending
+    current = Segment(tokens, block.positions, block.block_ids, block.valid)  # views `tokens`
     while bool(masked.any()):
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
@@ -208,9 +209,9 @@ def denoise_block(
         if config.cache_block_prefix and block_start is not None:
             lead = _clean_lead(masked)
             if lead > cached:  # these ride with this pass as pending and enter the cache
-                pending = pending.cat(_block_part(tokens, block, cached, lead))
+                pending = pending.cat(current.slice(cached, lead))
                 cached = lead
-        seg = pending.cat(_block_part(tokens, block, cached, length))
+        seg = pending.cat(current.slice(cached))
         commit = pending.length - shift
         hidden = model(
             seg.tokens,
@@ -275,24 +276,13 @@ def denoise_block(
         # block enters the cache with the next block's first pass, exact as without it.
         cache.truncate(block_start)
         pending = carry
-    clean = Segment(tokens, block.positions, block.block_ids, block.valid)
-    return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(clean))
+    return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(current))
 
 
 def _clean_lead(masked: Tensor) -> int:
     """Leading block positions that are clean in every row [b, L]."""
     still = masked.any(dim=0).nonzero()
     return int(still[0]) if still.numel() else masked.shape[1]
-
-
-def _block_part(tokens: Tensor, block: Segment, start: int, stop: int) -> Segment:
-    """Block positions ``start .. stop - 1`` with their current tokens."""
-    return Segment(
-        tokens[:, start:stop],
-        block.positions[:, start:stop],
-        block.block_ids[:, start:stop],
-        block.valid[:, start:stop],
-    )
 
 
 def _fill_after_end(
