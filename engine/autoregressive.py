@@ -15,7 +15,15 @@ import time
 import torch
 from torch import Tensor
 
-from .constraints.protocol import DecodeConstraint
+from .choice_scoring import (
+    ChoicePrior,
+    ChoicePriors,
+    ChoiceQuery,
+    choice_prior_list,
+    choose,
+    supports_choices,
+)
+from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import (
     Constraints,
     Prompts,
@@ -39,6 +47,8 @@ from .model import KVCache, Transformer
 from .selection import select_tokens
 from .speculative import greedy_pick
 from .tokenizer import Tokenizer
+
+_SEGMENT_DTYPES = (torch.long, torch.long, torch.long, torch.bool)
 
 
 def causal_forward(
@@ -149,8 +159,13 @@ class ARDecoder:
         *,
         constraints: Constraints = None,
         on_block: BlockCallback | None = None,
+        choice_priors: ChoicePriors = None,
     ) -> GenerationResult:
-        """Decode a prompt or a batch of prompts token by token (block/steps/threshold are ignored)."""
+        """Decode a prompt or a batch of prompts token by token (block/steps/threshold are ignored).
+
+        ``choice_priors`` (one per prompt: the conversation without its request)
+        calibrate closed choices under ``config.score_choices``.
+        """
         config = config or GenerationConfig()
         t0 = time.perf_counter()
         cfg = self.model.config
@@ -158,6 +173,7 @@ class ARDecoder:
         b = len(ids)
         cons = constraint_list(constraints, b)
         budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
+        priors = choice_prior_list(self.model, choice_priors, b, config, self.tokenizer)
         dev = self.device
         pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         ends = cfg.end_token_ids
@@ -171,6 +187,8 @@ class ARDecoder:
             if forced:
                 c.advance(forced)  # type: ignore[union-attr]
             first.append(forced)
+            if priors[r] is not None:
+                priors[r].extend(forced)  # type: ignore[union-attr]
         prompt, _ = left_pad([p + f for p, f in zip(ids, first, strict=True)], pad_id, dev)
         cache = self.new_cache(b, prompt.length + max(budgets) + 1)
         logits = self.model.project(
@@ -193,6 +211,9 @@ class ARDecoder:
         while live:
             seeds = [step_seed(config.row_seed(r), step) for r in live]
             picked = self._pick(logits, [cons[r] for r in live], config, seeds)
+            chosen = self._choose(
+                logits, cache, live, cons, priors, nexts, out, budgets, config, stats
+            )
             pieces: list[list[int]] = []
             still: list[int] = []
             for i, r in enumerate(live):
@@ -201,18 +222,21 @@ class ARDecoder:
                     raise InfeasibleConstraintError(
                         f"row {r}: no token is allowed after the prefix"
                     )
-                piece = [tok]
+                piece = list(chosen.get(i, [tok]))
+                tok = piece[-1]
                 c = cons[r]
                 forced: list[int] = []
                 if c is not None:
-                    c.advance([tok])
+                    c.advance(piece)
                     if not c.done and tok not in ends:
-                        forced = c.forced_tokens()[: budgets[r] - len(out[r]) - 1]
+                        forced = c.forced_tokens()[: budgets[r] - len(out[r]) - len(piece)]
                         if forced:
                             c.advance(forced)
+                self._emit(r, piece, out, stats, on_block, forced=False)
                 piece += forced
                 pieces.append(piece)
-                self._emit(r, [tok], out, stats, on_block, forced=False)
+                if priors[r] is not None:
+                    priors[r].extend(piece)  # type: ignore[union-attr]
                 self._emit(r, forced, out, stats, on_block, forced=True)
                 if not self._stopped(r, piece, c, out, budgets, stats):
                     still.append(i)
@@ -240,6 +264,51 @@ class ARDecoder:
         stats.seconds = time.perf_counter() - t0
         texts = [self.tokenizer.decode(s) for s in out] if self.tokenizer is not None else None
         return GenerationResult(out, stats, texts)
+
+    def _choose(
+        self,
+        logits: Tensor,
+        cache: KVCache,
+        live: list[int],
+        cons: list[DecodeConstraint | None],
+        priors: list[ChoicePrior | None],
+        nexts: Tensor,
+        out: list[list[int]],
+        budgets: list[int],
+        config: GenerationConfig,
+        stats: GenerationStats,
+    ) -> dict[int, tuple[int, ...]]:
+        """Batch row -> the tokens of the closed choice it makes this step (``score_choices``)."""
+        if not config.score_choices or config.temperature > 0 or not supports_choices(self.model):
+            return {}
+        queries: list[ChoiceQuery] = []
+        empty = Segment(
+            *(torch.zeros(1, 0, dtype=dt, device=logits.device) for dt in _SEGMENT_DTYPES)
+        )
+        for i, r in enumerate(live):
+            c = cons[r]
+            if not isinstance(c, ChoiceConstraint):
+                continue
+            choice = c.next_choice(budgets[r] - len(out[r]))
+            if choice is not None:
+                first = logits[i].float().log_softmax(-1)
+                queries.append(ChoiceQuery(i, choice, empty, int(nexts[i]), first))
+        if not queries:
+            return {}
+        used = {q.row: p for q in queries if (p := priors[live[q.row]]) is not None}
+        before = {i: p.passes for i, p in used.items()}
+        given = [(used[q.row], ()) if q.row in used else None for q in queries]
+        results = choose(self.model, cache, queries, given, config.choice_prior_weight)
+        if any(len(q.choice.candidates) > 1 for q in queries):
+            stats.nfe += 1
+            for q in queries:
+                if len(q.choice.candidates) > 1:
+                    stats.rows[live[q.row]].nfe += 1
+        for i, p in used.items():  # the priors' own passes, one row each
+            extra = p.passes - before[i]
+            stats.nfe += extra
+            stats.rows[live[i]].nfe += extra
+        return {q.row: res.candidate.tokens for q, res in zip(queries, results, strict=True)}
 
     def _emit(
         self,

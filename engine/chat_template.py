@@ -177,3 +177,19 @@ def render_prompt(
     if add_generation_prompt:
         out.append(ASSISTANT)
     return "".join(out)
+
+
+def render_choice_prior(
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec] = (),
+    *,
+    instructions: str | None = None,
+) -> str | None:
+    """The conversation without its request (the last user message), rendered like
+    :func:`render_prompt`: the prior that closed choices are calibrated against
+    (``GenerationConfig.score_choices``). None when there is no user message."""
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if not users:
+        return None
+    rest = [m for i, m in enumerate(messages) if i != users[-1]]
+    return render_prompt(rest, tools, instructions=instructions)

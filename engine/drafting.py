@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
+from .choice_scoring import ChoicePrior
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import Segment, left_pad
 from .generation import GenerationConfig, end_index
@@ -187,8 +188,12 @@ class Drafter:
         *,
         seed: int | None,
         block_index: int,
+        prior: ChoicePrior | None = None,
     ) -> Draft:
-        """A block of ``length`` by multi-step denoising; the constraint is not advanced."""
+        """A block of ``length`` by multi-step denoising; the constraint is not advanced.
+
+        ``prior`` calibrates closed choices under ``config.score_choices``.
+        """
         cache = self._start(length)
         block = self._masked_block(length)
         cfg = replace(config, max_new_tokens=length, block_length=length)
@@ -202,6 +207,7 @@ class Drafter:
             seeds=[seed],
             block_index=block_index,
             finish=False,
+            priors=[prior],
         )
         self._carry = res.pending.slice(0, res.pending.length - length)
         tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_ids)

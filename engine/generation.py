@@ -40,6 +40,14 @@ class GenerationConfig:
     position on (fewer positions per pass; approximate: the cached positions do
     not see the block's later commits). The whole block still enters the cache
     exactly once it is done.
+    ``score_choices`` (greedy decoding under a constraint): where the constraint
+    leaves a choice among a few whole strings (a tool name, an enum value, the
+    next key), score each candidate whole with one batched forward pass and take
+    the likeliest, instead of deciding on its first token
+    (:mod:`agentflow.engine.constraints.closed_choices`). Given a *choice prior*
+    (the conversation without its request; ``choice_priors=`` of ``generate``),
+    a value choice is scored by how much the request raises each candidate:
+    ``log p(c | prompt) - choice_prior_weight * log p(c | prior)``.
     """
 
     max_new_tokens: int = 128
@@ -51,6 +59,8 @@ class GenerationConfig:
     seed: int | None = None
     order: CommitOrder | None = None
     cache_block_prefix: bool = False
+    score_choices: bool = False
+    choice_prior_weight: float = 0.75
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in COMMIT_ORDERS:
@@ -67,6 +77,8 @@ class GenerationConfig:
             raise ValueError(f"threshold must be in [0, 1] or None, got {self.threshold}")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
+        if self.choice_prior_weight < 0.0:
+            raise ValueError(f"choice_prior_weight must be >= 0, got {self.choice_prior_weight}")
         if not 0.0 < self.top_p <= 1.0:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
 

@@ -35,6 +35,7 @@ from typing import Literal
 import torch
 
 from .checkpoints import load_checkpoint
+from .choice_scoring import ChoicePrior, ChoicePriors, choice_prior_list
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import (
     Constraints,
@@ -134,12 +135,17 @@ class HybridEngine:
         mode: HybridMode = "hybrid",
         reason: str = "requested",
         on_block: BlockCallback | None = None,
+        choice_priors: ChoicePriors = None,
     ) -> GenerationResult:
         """Decode a prompt or a batch (rows one after another) in ``mode``; stats are :class:`HybridStats`.
 
         ``reason`` labels hybrid requests in the stats (e.g. ``"validation: ..."``
         when the runtime re-does a step whose action pydantic rejected). In
         ``auto`` mode ``on_block`` receives each row's output once it is settled.
+        ``config.score_choices`` (with ``choice_priors``) applies to the diffusion
+        steps of ``diffusion`` and ``auto``; draft/verify rounds decode as the
+        verifier's greedy decoding does without it, so hybrid output stays the
+        AR model's own.
         """
         if mode not in ("hybrid", "diffusion", "auto"):
             raise ValueError(f"mode must be 'hybrid', 'diffusion' or 'auto', got {mode!r}")
@@ -149,6 +155,7 @@ class HybridEngine:
         cons = constraint_list(constraints, len(ids))
         max_len = min(self.drafter.config.max_seq_len, self.verifier.config.max_seq_len)
         budgets = check_context(ids, max_len, config.max_new_tokens)
+        priors = choice_prior_list(self.drafter, choice_priors, len(ids), config, self.tokenizer)
         stats = HybridStats(mode=mode, rows=[RowStats(prompt_tokens=len(p)) for p in ids])
         out: list[list[int]] = []
         for r, prompt in enumerate(ids):
@@ -164,6 +171,7 @@ class HybridEngine:
                 mode,
                 reason,
                 emit,
+                priors[r],
             )
             out.append(seq)
             stats.served.append(served)
@@ -188,16 +196,26 @@ class HybridEngine:
         mode: HybridMode,
         reason: str,
         emit: _Emit | None,
+        prior: ChoicePrior | None = None,
     ) -> tuple[list[int], ServedMode]:
+        verify_config = replace(config, score_choices=False)
         if mode == "hybrid":
-            return self._hybrid(prompt, c, config, budget, seed, stats, row, emit), ServedMode(
-                "hybrid", reason
-            )
+            out = self._hybrid(prompt, c, verify_config, budget, seed, stats, row, emit)
+            return out, ServedMode("hybrid", reason)
         bound = self.options.min_confidence if mode == "auto" else None
         snapshot = c.checkpoint() if c is not None else None
         try:
             seq, low = self._diffusion(
-                prompt, c, config, budget, seed, stats, row, bound, emit if bound is None else None
+                prompt,
+                c,
+                config,
+                budget,
+                seed,
+                stats,
+                row,
+                bound,
+                emit if bound is None else None,
+                prior,
             )
             if low is None:
                 stats.path_tokens["diffusion"] += len(seq)
@@ -213,9 +231,8 @@ class HybridEngine:
             c.rollback(snapshot)
         row.tokens = row.forced_tokens = 0
         row.finished = False
-        return self._hybrid(prompt, c, config, budget, seed, stats, row, emit), ServedMode(
-            "hybrid", why
-        )
+        out = self._hybrid(prompt, c, verify_config, budget, seed, stats, row, emit)
+        return out, ServedMode("hybrid", why)
 
     def _diffusion(
         self,
@@ -228,14 +245,20 @@ class HybridEngine:
         row: RowStats,
         bound: float | None,
         emit: _Emit | None,
+        prior: ChoicePrior | None = None,
     ) -> tuple[list[int], float | None]:
         """Block diffusion alone; returns (tokens, the low confidence that aborted it or None)."""
         drafter = Drafter(self.drafter, prompt)
+        passes = prior.passes if prior is not None else 0
         out: list[int] = []
         k = 0
         while len(out) < budget:
             length = min(config.block_length, budget - len(out))
-            d = drafter.denoise(length, c, config, seed=seed, block_index=k)
+            d = drafter.denoise(length, c, config, seed=seed, block_index=k, prior=prior)
+            if prior is not None:  # the prior's own passes, one row each
+                d.nfe += prior.passes - passes
+                passes = prior.passes
+                prior.extend(d.tokens)
             stats.draft_nfe += d.nfe
             row.nfe += d.nfe
             if bound is not None and d.min_confidence < bound:

@@ -30,7 +30,6 @@ every step, so the block's first position always has fresh logits.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -38,6 +37,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .block_choices import make_choices, open_choice
+from .block_step import commit_positions, fill_after_end, propose_tokens
+from .choice_scoring import ChoicePrior, ChoicePriors, choice_prior_list, supports_choices
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import (
     Constraints,
@@ -59,7 +61,6 @@ from .generation import (
     end_index,
 )
 from .model import KVCache, Transformer
-from .selection import apply_top_p, select_tokens
 from .tokenizer import Tokenizer
 
 
@@ -82,74 +83,6 @@ class BlockOutcome:
     pending: Segment
 
 
-def _choose(
-    conf: Tensor, masked: Tensor, threshold: float | None, steps_left: int, order: str
-) -> list[int]:
-    """Masked positions to commit this step.
-
-    ``confidence``: the most confident first, every one at or above ``threshold``.
-    ``prefix``: the leftmost masked position, then the run of masked positions right
-    after it at or above ``threshold``. Either way at least one, and enough that
-    the block finishes within ``steps_left`` steps (topped up by confidence).
-    """
-    idx = masked.nonzero().flatten()
-    if idx.numel() == 0:
-        return []
-    scores = conf[idx]
-    ranked = idx[scores.argsort(descending=True, stable=True)].tolist()
-    need = max(1, math.ceil(idx.numel() / max(steps_left, 1)))
-    if order == "prefix":
-        positions = idx.tolist()
-        run = 1
-        while (
-            threshold is not None
-            and run < len(positions)
-            and positions[run] == positions[run - 1] + 1
-            and float(scores[run]) >= threshold
-        ):
-            run += 1
-        chosen = positions[:run]
-        if len(chosen) < need:
-            taken = set(chosen)
-            chosen += [j for j in ranked if j not in taken][: need - len(chosen)]
-        return chosen
-    if threshold is not None:
-        need = max(need, int((scores >= threshold).sum()))
-    return ranked[:need]
-
-
-def _propose(
-    logits: Tensor,
-    tokens: Tensor,
-    masked: Tensor,
-    constraints: Sequence[DecodeConstraint | None],
-    config: GenerationConfig,
-    seeds: Sequence[int | None],
-) -> tuple[Tensor, Tensor]:
-    """Proposed token and confidence for every block position [b, L]."""
-    b, length, vocab = logits.shape
-    plain = [r for r in range(b) if constraints[r] is None]
-    prop = torch.zeros(b, length, dtype=torch.long, device=logits.device)
-    conf = torch.zeros(b, length, dtype=torch.float32, device=logits.device)
-    if plain and config.temperature == 0.0:
-        rows = torch.tensor(plain, device=logits.device)
-        tok, c = select_tokens(logits[rows].reshape(-1, vocab), temperature=0.0)
-        prop[rows], conf[rows] = tok.view(len(plain), length), c.view(len(plain), length)
-    elif plain:
-        for r in plain:
-            prop[r], conf[r] = select_tokens(
-                logits[r], temperature=config.temperature, top_p=config.top_p, seed=seeds[r]
-            )
-    for r in range(b):
-        c = constraints[r]
-        if c is not None and bool(masked[r].any()):
-            row_logits = apply_top_p(logits[r], config.top_p, config.temperature)
-            prop[r], conf[r] = c.propose(
-                tokens[r], masked[r], row_logits, temperature=config.temperature, seed=seeds[r]
-            )
-    return prop, conf
-
-
 def denoise_block(
     model: Transformer,
     cache: KVCache,
@@ -161,6 +94,7 @@ def denoise_block(
     seeds: Sequence[int | None] | None = None,
     block_index: int = 0,
     finish: bool = True,
+    priors: Sequence[ChoicePrior | None] | None = None,
 ) -> BlockOutcome:
     """Denoise one block for a batch of rows; the model reads the prefix from ``cache``.
 
@@ -171,7 +105,9 @@ def denoise_block(
     position is still to be decoded (prefilled tokens are kept). With
     ``constraints`` (one per row, or None), the step protocol of
     :mod:`agentflow.engine.constraints.protocol` is followed; ``finish`` calls
-    ``finish_block`` once a row's block is complete.
+    ``finish_block`` once a row's block is complete. ``priors`` (one per row, or
+    None) calibrate closed choices under ``config.score_choices``
+    (:mod:`agentflow.engine.choice_scoring`).
     """
     mask_id = model.config.mask_token_id
     end_ids = model.config.end_token_ids
@@ -197,6 +133,7 @@ def denoise_block(
     block_start: int | None = None
     carry = pending
     current = Segment(tokens, block.positions, block.block_ids, block.valid)  # views `tokens`
+    choosing = config.score_choices and config.temperature == 0 and supports_choices(model)
     while bool(masked.any()):
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
@@ -206,6 +143,30 @@ def denoise_block(
                 confidence[r][forced[r]] = 1.0
         if not bool(masked.any()):
             break
+        hold: set[int] = set()
+        if choosing:
+            if block_start is None:
+                # The pending tokens (the prompt, the previous block) enter the cache with
+                # this pass first; rows that face a closed choice commit nothing this step.
+                hold = {r for r, c in enumerate(cons) if open_choice(c, tokens[r], masked[r])}
+            else:
+                scored = make_choices(
+                    model,
+                    cache,
+                    Segment(tokens, block.positions, block.block_ids, block.valid),
+                    pending,
+                    cached,
+                    cons,
+                    masked,
+                    confidence,
+                    priors or [None] * b,
+                    config.choice_prior_weight,
+                )
+                if scored:
+                    nfe += 1
+                    row_nfe[sorted(scored)] += 1
+                if scored is not None:
+                    continue  # jump forward over what the choice forces next
         if config.cache_block_prefix and block_start is not None:
             lead = _clean_lead(masked)
             if lead > cached:  # these ride with this pass as pending and enter the cache
@@ -237,13 +198,13 @@ def denoise_block(
         nfe += 1
         row_nfe += masked.any(dim=1).long().cpu()
         seeds_now = [step_seed(s, block_index, step) for s in row_seeds]
-        prop, conf = _propose(block_logits, tokens, masked, cons, config, seeds_now)
+        prop, conf = propose_tokens(block_logits, tokens, masked, cons, config, seeds_now)
         steps_left = config.steps - step
         remaining = int(masked.sum())
         for r in range(b):
-            if not bool(masked[r].any()):
+            if not bool(masked[r].any()) or r in hold:
                 continue
-            order = _choose(conf[r], masked[r], config.threshold, steps_left, commit_order)
+            order = commit_positions(conf[r], masked[r], config.threshold, steps_left, commit_order)
             c = cons[r]
             if c is None:
                 tokens[r, order] = prop[r, order]
@@ -261,8 +222,8 @@ def denoise_block(
                 )
             confidence[r, done] = conf[r, done]
             if c is None and end_ids:
-                _fill_after_end(tokens[r], masked[r], confidence[r], end_ids)
-        if int(masked.sum()) == remaining:  # a constraint rejected every proposal
+                fill_after_end(tokens[r], masked[r], confidence[r], end_ids)
+        if int(masked.sum()) == remaining and not hold:  # a constraint rejected every proposal
             raise InfeasibleConstraintError(
                 f"no position of block {block_index} could be committed"
             )
@@ -283,24 +244,6 @@ def _clean_lead(masked: Tensor) -> int:
     """Leading block positions that are clean in every row [b, L]."""
     still = masked.any(dim=0).nonzero()
     return int(still[0]) if still.numel() else masked.shape[1]
-
-
-def _fill_after_end(
-    tokens: Tensor, masked: Tensor, confidence: Tensor, end_ids: frozenset[int]
-) -> None:
-    """Once an end token is committed, the masked positions after it repeat that token."""
-    is_end = torch.zeros_like(masked)
-    for end_id in end_ids:
-        is_end |= tokens == end_id
-    ends = (is_end & ~masked).nonzero()
-    if ends.numel():
-        first = int(ends[0])
-        after = torch.zeros_like(masked)
-        after[first + 1 :] = True
-        fill = after & masked
-        tokens[fill] = tokens[first]
-        confidence[fill] = 1.0
-        masked[fill] = False
 
 
 class DiffusionEngine:
@@ -327,8 +270,13 @@ class DiffusionEngine:
         *,
         constraints: Constraints = None,
         on_block: BlockCallback | None = None,
+        choice_priors: ChoicePriors = None,
     ) -> GenerationResult:
-        """Decode a prompt or a batch of prompts (text or token ids) block by block."""
+        """Decode a prompt or a batch of prompts (text or token ids) block by block.
+
+        ``choice_priors`` (one per prompt: the conversation without its request)
+        calibrate closed choices under ``config.score_choices``.
+        """
         config = config or GenerationConfig()
         t0 = time.perf_counter()
         cfg = self.model.config
@@ -336,6 +284,7 @@ class DiffusionEngine:
         b = len(ids)
         cons = constraint_list(constraints, b)
         budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
+        priors = choice_prior_list(self.model, choice_priors, b, config, self.tokenizer)
         dev = self.device
         pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         prompt, lengths = left_pad(ids, pad_id, dev)
@@ -382,6 +331,7 @@ class DiffusionEngine:
                 constraints=[cons[r] for r in live],
                 seeds=[config.row_seed(r) for r in live],
                 block_index=k,
+                priors=[priors[r] for r in live],
             )
             pending = res.pending
             history = history.cat(Segment(res.tokens, block.positions, block_ids, block.valid))
@@ -391,6 +341,9 @@ class DiffusionEngine:
                 row = res.tokens[i].tolist()
                 rs = stats.rows[r]
                 rs.nfe += int(res.row_nfe[i])
+                prior = priors[r]
+                if prior is not None:
+                    prior.extend(row)
                 cut = end_index(row, cfg.end_token_ids)
                 ended = cut is not None
                 if cut is not None:
@@ -417,6 +370,10 @@ class DiffusionEngine:
                 live = [live[i] for i in keep]
         for r, rs in enumerate(stats.rows):
             rs.tokens = len(out[r])
+            prior = priors[r]
+            if prior is not None:  # the prior's own passes, one row each
+                rs.nfe += prior.passes
+                stats.nfe += prior.passes
         stats.tokens = sum(rs.tokens for rs in stats.rows)
         stats.forced_tokens = sum(rs.forced_tokens for rs in stats.rows)
         stats.seconds = time.perf_counter() - t0

@@ -41,8 +41,10 @@ from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables, pack_
 from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
+from .closed_choices import Candidate, candidates_at
 from .jump_forward import ForcedText, forced_run
 from .refused_picks import ByteNeighbours, repick
+from .session_choices import SessionChoices
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
@@ -89,6 +91,8 @@ class Constraint:
         #: int64 [S]: fewest tokens from each state to acceptance (``S + 1`` when unreachable).
         self.distance = torch.from_numpy(self.host.dist)
         self._neighbours: ByteNeighbours | None = None  # built on the first refused pick
+        # Closed choices by automaton state, found on first use (:mod:`.closed_choices`).
+        self._choices: dict[int, tuple[Candidate, ...] | None] = {}
 
     @classmethod
     def from_schema(
@@ -121,6 +125,12 @@ class Constraint:
             self._neighbours = ByteNeighbours(self.forced.token_bytes)
         return self._neighbours
 
+    def candidates(self, state: int) -> tuple[Candidate, ...] | None:
+        """The closed choice open at ``state`` (every candidate, before room and budget), or None."""
+        if state not in self._choices:
+            self._choices[state] = candidates_at(self.forced, self.host.step, state, self.host.live)
+        return self._choices[state]
+
     def session(self, max_tokens: int | None = None) -> ConstraintSession:
         """A fresh per-request state at the automaton's initial state.
 
@@ -133,7 +143,7 @@ class Constraint:
         return ConstraintSession(self, max_tokens)
 
 
-class ConstraintSession:
+class ConstraintSession(SessionChoices):
     """Per-request constraint state implementing :class:`~.protocol.DecodeConstraint`."""
 
     def __init__(self, constraint: Constraint, max_tokens: int | None = None) -> None:

@@ -105,3 +105,20 @@ class DecodeConstraint(Protocol):
     def rollback(self, snapshot: Any) -> None:
         """Restore a snapshot taken by :meth:`checkpoint`."""
         ...
+
+
+@runtime_checkable
+class ChoiceConstraint(Protocol):
+    """A constraint that reports closed choices (``GenerationConfig.score_choices``)."""
+
+    def block_choice(self, tokens: Tensor, masked: Tensor) -> tuple[int, Any] | None:
+        """(leftmost masked position, its :class:`~.closed_choices.ClosedChoice`) or None."""
+        ...
+
+    def fill_choice(self, tokens: Tensor, masked: Tensor, start: int, candidate: Any) -> None:
+        """Commit a candidate of :meth:`block_choice` at ``start``, in place."""
+        ...
+
+    def next_choice(self, room: int) -> Any:
+        """The closed choice right after the prefix (within ``room`` tokens), or None."""
+        ...

@@ -28,6 +28,7 @@ from ..chat_template import (
     compact_json,
     format_final,
     format_tool_calls,
+    render_choice_prior,
     render_prompt,
 )
 from . import augment, phrasing, tool_results
@@ -61,6 +62,10 @@ class Sample:
     def prompt(self) -> str:
         """The rendered context, ending with ``<|assistant|>``."""
         return render_prompt(self.messages, self.tools, instructions=self.instructions)
+
+    def choice_prior(self) -> str | None:
+        """The context without the request (``GenerationConfig.score_choices``)."""
+        return render_choice_prior(self.messages, self.tools, instructions=self.instructions)
 
 
 @dataclass

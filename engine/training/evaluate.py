@@ -148,7 +148,9 @@ def _quotes(text: str, value: str) -> bool:
     return len(value) >= 2 and re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
 
 
-Decoder = Callable[[list[str], list[Any], GenerationConfig], tuple[list[str], list[Any], float]]
+Decoder = Callable[
+    [list[str], list[Any], GenerationConfig, list[str | None]], tuple[list[str], list[Any], float]
+]
 
 
 def make_decoder(mode: Mode, dlm: Any, ar: Any) -> Decoder:
@@ -173,9 +175,11 @@ def make_decoder(mode: Mode, dlm: Any, ar: Any) -> Decoder:
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
 
     def decode(
-        prompts: list[str], sessions: list[Any], config: GenerationConfig
+        prompts: list[str], sessions: list[Any], config: GenerationConfig, priors: list[str | None]
     ) -> tuple[list[str], list[Any], float]:
         t0 = time.perf_counter()
+        if config.score_choices and mode != "hybrid":
+            kwargs["choice_priors"] = priors
         result = engine.generate(
             prompts, config, constraints=sessions if sessions else None, **kwargs
         )
@@ -230,7 +234,8 @@ def evaluate(
                 if constrained
                 else []
             )
-            texts, rows, seconds = decode(prompts, sessions, config)
+            priors = [samples[i].choice_prior() for i in chunk]
+            texts, rows, seconds = decode(prompts, sessions, config, priors)
             for i, text, row in zip(chunk, texts, rows, strict=True):
                 s = samples[i]
                 results.append(

@@ -1,0 +1,260 @@
+"""Scoring a closed choice's candidates whole, in one batched forward pass.
+
+A decoder that meets a closed choice (:mod:`.constraints.closed_choices`) asks
+:func:`choose` for the candidate with the highest log-probability. Every
+(request, candidate) pair becomes one row: the request's tokens that are not in
+its KV cache yet (``context``), then the candidate's tokens, which see each
+other causally (block id = position), so the output before each candidate token
+predicts it — the autoregressive reading, which is also how a shifted
+(``logits_shift=1``) diffusion model was initialized and reads its block's
+clean prefix. The request's cache rows are copied for its candidates; nothing
+is added to the caller's cache.
+
+A small model rates an unfamiliar name low whatever the request says, so a
+plain sequence score prefers the names whose words it has seen. With a
+:class:`ChoicePrior` — the same conversation *without* the request — a value
+choice (a tool name, an enum value; not an object key) is scored by how much
+the request raises each candidate: ``log p(c | prompt) - w * log p(c | prior)``
+(``GenerationConfig.choice_prior_weight``), the domain-conditional PMI of
+Holtzman et al. (2021, "Surface form competition").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .constraints.closed_choices import Candidate, ClosedChoice
+from .decode_batch import Segment
+from .generation import GenerationConfig
+from .model import KVCache, Transformer
+from .tokenizer import Tokenizer
+
+#: ``generate``'s ``choice_priors``: one per prompt (text or token ids), None where there is none.
+ChoicePriors = Sequence[str | Sequence[int] | None] | None
+
+
+@dataclass
+class ChoiceQuery:
+    """One request's closed choice."""
+
+    #: The request's row in the cache.
+    row: int
+    choice: ClosedChoice
+    #: Clean tokens [1, T] not in the cache that precede the candidates (T may be 0).
+    context: Segment
+    #: Position of the candidates' first token.
+    start: int
+    #: Log-probabilities [V] of the first candidate token, when ``context`` is empty
+    #: (the autoregressive decoder has them from its last pass).
+    first_logprobs: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class ChoiceResult:
+    """The chosen candidate and how sure the model is of it."""
+
+    candidate: Candidate
+    #: Its probability among the candidates (softmax of the scores).
+    confidence: float
+    #: Score of each candidate, in the choice's order (log-probability, minus the
+    #: weighted prior's when one applies).
+    logprobs: tuple[float, ...]
+
+
+def supports_choices(model: Transformer) -> bool:
+    """True for models whose output at ``i`` predicts token ``i + 1`` (causal, or shifted diffusion)."""
+    cfg = model.config
+    return cfg.attention == "causal" or cfg.logits_shift == 1
+
+
+def _copy_rows(cache: KVCache, rows: Tensor, room: int) -> KVCache:
+    """A new cache holding ``cache``'s first ``length`` positions of ``rows``, with ``room`` more."""
+    n = cache.length
+    out = KVCache.__new__(KVCache)
+    shape = (*cache.k.shape[:1], rows.numel(), cache.k.shape[2], n + room, cache.k.shape[4])
+    out.k = cache.k.new_zeros(shape)
+    out.v = cache.v.new_zeros(shape)
+    out.k[:, :, :, :n] = cache.k[:, rows, :, :n]
+    out.v[:, :, :, :n] = cache.v[:, rows, :, :n]
+    out.block_ids = cache.block_ids.new_zeros(rows.numel(), n + room)
+    out.valid = cache.valid.new_zeros(rows.numel(), n + room)
+    out.block_ids[:, :n] = cache.block_ids[rows, :n]
+    out.valid[:, :n] = cache.valid[rows, :n]
+    out.length, out.max_len = n, n + room
+    return out
+
+
+def choice_prior_list(
+    model: Transformer,
+    prompts: ChoicePriors,
+    b: int,
+    config: GenerationConfig,
+    tokenizer: Tokenizer | None,
+) -> list[ChoicePrior | None]:
+    """One :class:`ChoicePrior` per row from ``generate``'s ``choice_priors`` (None where unused)."""
+    if prompts is None or not config.score_choices or config.temperature > 0:
+        return [None] * b
+    if len(prompts) != b:
+        raise ValueError(f"got {len(prompts)} choice priors for {b} prompts")
+    if not supports_choices(model):
+        return [None] * b
+    out: list[ChoicePrior | None] = []
+    for p in prompts:
+        if isinstance(p, str):
+            if tokenizer is None:
+                raise ValueError("text choice priors need a tokenizer; pass token ids")
+            p = tokenizer.encode(p)
+        out.append(ChoicePrior(model, p) if p else None)
+    return out
+
+
+class ChoicePrior:
+    """One request's prior context for its value choices: the conversation without
+    the request, read by the decoding model.
+
+    The prompt is read (one forward pass, counted in ``passes``) at the first
+    choice that needs it; the answer so far (``extend``) is read with each choice.
+    """
+
+    def __init__(self, model: Transformer, prompt: Sequence[int]) -> None:
+        if len(prompt) < 1:
+            raise ValueError("a choice prior needs at least one prompt token")
+        self.model = model
+        self.prompt = list(prompt)
+        self.answer: list[int] = []
+        self.passes = 0
+        self._cache: KVCache | None = None
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Append decoded tokens of the answer."""
+        self.answer.extend(int(t) for t in tokens)
+
+    @torch.inference_mode()
+    def logprobs(self, choice: ClosedChoice, prefix: Sequence[int] = ()) -> list[float]:
+        """log p(candidate | prior prompt, answer so far, ``prefix``) for every candidate."""
+        dev = next(self.model.parameters()).device
+        if self._cache is None:
+            dtype = next(self.model.parameters()).dtype
+            head = self.prompt[:-1]
+            self._cache = KVCache(self.model.config, 1, max(len(head), 1), device=dev, dtype=dtype)
+            if head:
+                pos = torch.arange(len(head), device=dev)[None]
+                self.model(
+                    torch.tensor([head], device=dev),
+                    positions=pos,
+                    block_ids=pos,
+                    cache=self._cache,
+                    commit_len=len(head),
+                    hidden_only=True,
+                )
+                self.passes += 1
+        tail = [self.prompt[-1], *self.answer, *(int(t) for t in prefix)]
+        pos = torch.arange(len(tail), device=dev)[None] + self._cache.length
+        valid = torch.ones_like(pos, dtype=torch.bool)
+        context = Segment(torch.tensor([tail], device=dev), pos, pos.clone(), valid)
+        self.passes += 1
+        start = self._cache.length + len(tail)
+        return score(self.model, self._cache, [ChoiceQuery(0, choice, context, start)])[0]
+
+
+def choose(
+    model: Transformer,
+    cache: KVCache,
+    queries: Sequence[ChoiceQuery],
+    priors: Sequence[tuple[ChoicePrior, Sequence[int]] | None] | None = None,
+    prior_weight: float = 0.0,
+) -> list[ChoiceResult]:
+    """The best candidate of each query, scored in one forward pass (none when every
+    query has a single candidate).
+
+    ``priors[i]`` (a prior, the tokens between its answer so far and the choice)
+    calibrates a value choice of query ``i`` by ``prior_weight`` (module docstring).
+    """
+    multi = [qi for qi, q in enumerate(queries) if len(q.choice.candidates) > 1]
+    raw = score(model, cache, [queries[qi] for qi in multi]) if multi else []
+    values: dict[int, list[float]] = dict(zip(multi, raw, strict=True))
+    results = []
+    for qi, q in enumerate(queries):
+        cands = q.choice.candidates
+        if qi not in values:
+            results.append(ChoiceResult(cands[0], 1.0, (0.0,)))
+            continue
+        total = values[qi]
+        given = priors[qi] if priors is not None else None
+        if given is not None and prior_weight > 0:
+            prior, prefix = given
+            base = prior.logprobs(q.choice, prefix)
+            total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]
+        scores = torch.tensor(total)
+        best = int(scores.argmax())
+        results.append(ChoiceResult(cands[best], float(scores.softmax(0)[best]), tuple(total)))
+    return results
+
+
+@torch.inference_mode()
+def score(model: Transformer, cache: KVCache, queries: Sequence[ChoiceQuery]) -> list[list[float]]:
+    """log p(candidate | cache, context) of every candidate of every query, in one pass."""
+    for q in queries:
+        if q.context.length == 0 and q.first_logprobs is None:
+            raise ValueError("a query without context needs first_logprobs")
+    flat = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.choice.candidates))]
+    dev = cache.k.device
+    inputs: list[tuple[list[int], list[int], list[int], list[bool]]] = []
+    for qi, ci in flat:
+        q = queries[qi]
+        cand = q.choice.candidates[ci]
+        ctx = q.context
+        tail = list(cand.scored[:-1])  # the last scored token is predicted, never input
+        pos = [q.start + j for j in range(len(tail))]
+        inputs.append(
+            (
+                ctx.tokens[0].tolist() + tail,
+                ctx.positions[0].tolist() + pos,
+                ctx.block_ids[0].tolist() + pos,
+                ctx.valid[0].tolist() + [True] * len(tail),
+            )
+        )
+    width = max(len(t) for t, *_ in inputs)
+    tokens = torch.zeros(len(flat), width, dtype=torch.long)
+    positions = torch.zeros(len(flat), width, dtype=torch.long)
+    block_ids = torch.zeros(len(flat), width, dtype=torch.long)
+    valid = torch.zeros(len(flat), width, dtype=torch.bool)
+    for i, (t, p, b, v) in enumerate(inputs):
+        n = len(t)
+        tokens[i, :n], positions[i, :n] = torch.tensor(t), torch.tensor(p)
+        block_ids[i, :n], valid[i, :n] = torch.tensor(b), torch.tensor(v)
+        if n < width:  # padding: after the row's last position, never attended to
+            positions[i, n:] = positions[i, n - 1] + 1 + torch.arange(width - n) if n else 0
+            block_ids[i, n:] = positions[i, n:]
+    rows = torch.tensor([queries[qi].row for qi, _ in flat], dtype=torch.long, device=dev)
+    scratch = _copy_rows(cache, rows, width)
+    hidden = model(
+        tokens.to(dev),
+        positions=positions.to(dev),
+        block_ids=block_ids.to(dev),
+        valid=valid.to(dev),
+        cache=scratch,
+        commit_len=0,
+        hidden_only=True,
+    )
+    scores: list[list[float]] = [[] for _ in queries]
+    for i, (qi, ci) in enumerate(flat):
+        q = queries[qi]
+        cand = q.choice.candidates[ci]
+        ctx_len = q.context.length
+        picks = torch.arange(len(cand.scored), device=dev) + ctx_len - 1
+        total = 0.0
+        if ctx_len == 0:
+            assert q.first_logprobs is not None
+            total += float(q.first_logprobs[cand.scored[0]])
+            picks = picks[1:]
+        if picks.numel():
+            logp = model.project(hidden[i, picks]).float().log_softmax(-1)
+            want = torch.tensor(cand.scored[len(cand.scored) - picks.numel() :], device=dev)
+            total += float(logp.gather(1, want[:, None]).sum())
+        scores[qi].append(total)
+    return scores

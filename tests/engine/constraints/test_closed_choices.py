@@ -1,0 +1,209 @@
+"""Closed choices: the constraint finds them, the decoders take the best-scored one whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import jsonschema
+import pytest
+import torch
+from engine_testing import make_config, make_model
+
+from agentflow.engine.autoregressive import ARDecoder
+from agentflow.engine.constraints.automaton import TokenAutomaton
+from agentflow.engine.constraints.enforcement import Constraint
+from agentflow.engine.constraints.schema import compile_json_schema
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.hybrid import HybridEngine
+from agentflow.engine.model import Transformer
+from agentflow.engine.sampler import DiffusionEngine
+from agentflow.engine.tokenizer import Tokenizer
+
+NAMES = ["get_order", "get_orders", "cancel_order"]
+SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"enum": NAMES}, "id": {"type": "string", "maxLength": 5}},
+    "required": ["name", "id"],
+    "additionalProperties": False,
+}
+PREFIX = '{"name":"'
+
+
+@pytest.fixture(scope="module")
+def constraint(
+    build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer
+) -> Constraint:
+    return Constraint(build_automaton(compile_json_schema(SCHEMA).regex), tokenizer)
+
+
+def _at_name(constraint: Constraint, max_tokens: int | None = None):
+    session = constraint.session(max_tokens)
+    forced = session.forced_tokens()
+    session.advance(forced)
+    return session, forced
+
+
+def test_an_enum_value_is_a_closed_choice_of_whole_candidates(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    session, forced = _at_name(constraint)
+    assert tokenizer.decode(forced) == PREFIX
+    choice = session.next_choice(room=40)
+    assert choice is not None
+    assert sorted(c.text for c in choice.candidates) == sorted(NAMES)
+    for cand in choice.candidates:
+        content = tokenizer.decode(list(cand.tokens))
+        # get_orders extends get_order: that one also commits the token that ends it.
+        assert (
+            content == cand.text if cand.text != "get_order" else content.startswith('get_order"')
+        )
+        # The scored run ends with the first token of what follows the value.
+        assert tokenizer.decode(list(cand.scored)).startswith(cand.text + '"')
+        assert '","id":"'.startswith(tokenizer.decode([cand.scored[-1]]))
+        # Committing a candidate leaves the session where the rest is forced.
+        branch = constraint.session()
+        branch.advance([*forced, *cand.tokens])
+        rest = tokenizer.decode([*cand.tokens, *branch.forced_tokens()])
+        assert rest.startswith(cand.text + '","id":"')
+    assert choice.width == max(len(c.tokens) for c in choice.candidates)
+
+
+def test_free_text_keys_and_too_little_room_open_no_choice(
+    constraint: Constraint, tokenizer: Tokenizer, build_automaton
+) -> None:
+    session, _ = _at_name(constraint)
+    longest = session.next_choice(room=40).width  # type: ignore[union-attr]
+    assert session.next_choice(room=longest - 1) is None  # a candidate would not fit
+    session.advance(tokenizer.encode("get_order"))
+    session.advance(session.forced_tokens())
+    assert session.next_choice(room=40) is None  # the id is free text
+    two_keys = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+    }
+    keys = Constraint(build_automaton(compile_json_schema(two_keys).regex), tokenizer).session()
+    keys.advance(tokenizer.encode('{"'))
+    assert keys.next_choice(room=40) is None  # object keys stay token by token
+
+
+def test_a_block_choice_fills_a_candidate_at_the_leftmost_mask(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = constraint.session()
+    mask = 1
+    tokens = torch.full((24,), mask, dtype=torch.long)
+    masked = torch.ones(24, dtype=torch.bool)
+    filled = session.jump_forward(tokens, masked)
+    found = session.block_choice(tokens, masked)
+    assert found is not None
+    start, choice = found
+    assert start == filled and tokenizer.decode(tokens[:start].tolist()) == PREFIX
+    pick = next(c for c in choice.candidates if c.text == "get_orders")
+    session.fill_choice(tokens, masked, start, pick)
+    assert tokenizer.decode(tokens[: start + len(pick.tokens)].tolist()) == PREFIX + "get_orders"
+    session.jump_forward(tokens, masked)
+    end = start + len(pick.tokens)
+    assert tokenizer.decode(tokens[end : end + 3].tolist()).startswith('","')
+    with pytest.raises(ValueError, match="not all masked"):
+        session.fill_choice(tokens, masked, start, pick)
+    # A position committed right of the leftmost mask: the choice is left to the model.
+    fresh = constraint.session()
+    row = torch.full((24,), mask, dtype=torch.long)
+    holes = torch.ones(24, dtype=torch.bool)
+    fresh.jump_forward(row, holes)
+    row[20], holes[20] = tokenizer.encode("}")[0], False
+    assert fresh.block_choice(row, holes) is None
+
+
+def _reference_scores(
+    model: Transformer, prompt: list[int], prefix: list[int], choice: Any, block: bool
+) -> dict[str, float]:
+    """Each candidate's log-probability by a causal reading of prompt + prefix + candidate."""
+    scores = {}
+    for cand in choice.candidates:
+        ids = prompt + prefix + list(cand.scored)
+        n, p = len(prompt), len(prefix)
+        pos = torch.arange(len(ids))
+        block_ids = pos.clone()
+        if block:  # the block's clean prefix shares one block id, as the sampler lays it out
+            block_ids[n : n + p] = n
+        with torch.no_grad():
+            logits = model(torch.tensor([ids]), positions=pos[None], block_ids=block_ids[None])
+        logp = logits.float().log_softmax(-1)[0]
+        scores[cand.text] = sum(float(logp[n + p + j - 1, t]) for j, t in enumerate(cand.scored))
+    return scores
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar"])
+def test_decoders_take_the_best_scored_candidate_and_batch_like_singles(
+    mode: str, constraint: Constraint, tokenizer: Tokenizer, model_factory
+) -> None:
+    vocab = tokenizer.vocab_size
+    if mode == "diffusion":
+        model = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
+        engine = DiffusionEngine(model)
+    else:
+        model = model_factory("causal", vocab_size=vocab, seed=11)
+        engine = ARDecoder(model)
+    config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
+    prompts = [tokenizer.encode(t) for t in ("Find order 58213", "cancel it", "x")]
+    session, forced = _at_name(constraint)
+    choice = session.next_choice(room=40)
+    batch = engine.generate(prompts, config, constraints=[constraint.session(40) for _ in prompts])
+    for i, prompt in enumerate(prompts):
+        value = json.loads(tokenizer.decode(batch.sequences[i], skip_special=True))
+        jsonschema.validate(value, SCHEMA)
+        scores = _reference_scores(model, prompt, forced, choice, mode == "diffusion")
+        assert value["name"] == max(scores, key=scores.__getitem__)
+        single = engine.generate([prompt], config, constraints=[constraint.session(40)])
+        assert single.sequences[0] == batch.sequences[i]
+
+
+def test_a_prior_scores_each_candidate_by_the_requests_lift(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    model = make_model(make_config("causal", vocab_size=tokenizer.vocab_size), seed=4, peak=1.0)
+    engine = ARDecoder(model)
+    config = GenerationConfig(max_new_tokens=40, score_choices=True, choice_prior_weight=0.75)
+    session, forced = _at_name(constraint)
+    choice = session.next_choice(room=40)
+    prior = tokenizer.encode("hello")
+    for text in ("cancel order 58213", "where is 58213", "get my orders", "x"):
+        prompt = tokenizer.encode(text)
+        res = engine.generate(
+            [prompt], config, constraints=[constraint.session(40)], choice_priors=[prior]
+        )
+        name = json.loads(tokenizer.decode(res.sequences[0], skip_special=True))["name"]
+        full = _reference_scores(model, prompt, forced, choice, block=False)
+        base = _reference_scores(model, prior, forced, choice, block=False)
+        lift = {t: full[t] - 0.75 * base[t] for t in full}
+        assert name == max(lift, key=lift.__getitem__)
+        plain = engine.generate([prompt], config, constraints=[constraint.session(40)])
+        if plain.sequences == res.sequences:  # the prior's prompt read and pass are counted
+            assert res.stats.rows[0].nfe == plain.stats.rows[0].nfe + 2
+
+
+def test_hybrid_stays_the_verifiers_greedy_output_and_diffusion_steps_use_choices(
+    constraint: Constraint, tokenizer: Tokenizer, model_factory
+) -> None:
+    vocab = tokenizer.vocab_size
+    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
+    verifier = model_factory("causal", vocab_size=vocab, seed=12)
+    engine = HybridEngine(drafter, verifier)
+    on = GenerationConfig(max_new_tokens=40, block_length=16, score_choices=True)
+    off = GenerationConfig(max_new_tokens=40, block_length=16)
+    prompt = tokenizer.encode("Find order 58213")
+    priors = [tokenizer.encode("hello")]
+    hybrid = engine.generate(prompt, on, constraints=[constraint.session(40)], choice_priors=priors)
+    plain_ar = ARDecoder(verifier).generate(prompt, off, constraints=[constraint.session(40)])
+    assert hybrid.sequences == plain_ar.sequences
+    drafted = engine.generate(
+        prompt, on, constraints=[constraint.session(40)], mode="diffusion", choice_priors=priors
+    )
+    alone = DiffusionEngine(drafter).generate(
+        prompt, on, constraints=[constraint.session(40)], choice_priors=priors
+    )
+    assert drafted.sequences == alone.sequences
+    assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe

@@ -1,0 +1,148 @@
+"""Closed choices scored whole: the scores equal a plain forward pass, priors calibrate them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from engine_testing import make_config, make_model
+
+from agentflow.engine.choice_scoring import (
+    ChoicePrior,
+    ChoiceQuery,
+    choice_prior_list,
+    choose,
+    score,
+    supports_choices,
+)
+from agentflow.engine.constraints.closed_choices import Candidate, ClosedChoice
+from agentflow.engine.decode_batch import Segment
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.model import KVCache, Transformer
+
+PROMPT = [9, 17, 33, 41, 12, 50, 7, 64]
+CHOICE = ClosedChoice(
+    (
+        Candidate("a", (20, 21), (20, 21, 30), (0, 0)),
+        Candidate("b", (22,), (22, 30), (0,)),
+        Candidate("c", (23, 24, 25), (23, 24, 25, 31), (0, 0, 0)),
+    )
+)
+
+
+def _reference(model: Transformer, before: list[int], scored: tuple[int, ...]) -> float:
+    """log p(scored | before) by one causal forward pass without a cache."""
+    ids = torch.tensor([before + list(scored)])
+    pos = torch.arange(ids.shape[1])[None]
+    with torch.no_grad():
+        logp = model(ids, positions=pos, block_ids=pos).float().log_softmax(-1)[0]
+    return sum(float(logp[len(before) + j - 1, t]) for j, t in enumerate(scored))
+
+
+def _cached(model: Transformer, ids: list[int]) -> KVCache:
+    cache = KVCache(model.config, 1, len(ids))
+    pos = torch.arange(len(ids))[None]
+    with torch.no_grad():
+        model(torch.tensor([ids]), positions=pos, block_ids=pos, cache=cache, commit_len=len(ids))
+    return cache
+
+
+def _segment(ids: list[int], start: int) -> Segment:
+    pos = torch.arange(start, start + len(ids))[None]
+    return Segment(torch.tensor([ids]), pos, pos.clone(), torch.ones_like(pos, dtype=torch.bool))
+
+
+@pytest.fixture
+def causal() -> Transformer:
+    return make_model(make_config("causal", max_seq_len=64), seed=3, peak=2.0)
+
+
+def test_scores_from_a_cache_and_context_equal_a_plain_forward_pass(causal: Transformer) -> None:
+    cache = _cached(causal, PROMPT[:5])
+    query = ChoiceQuery(0, CHOICE, _segment(PROMPT[5:], 5), len(PROMPT))
+    got = score(causal, cache, [query])[0]
+    want = [_reference(causal, PROMPT, c.scored) for c in CHOICE.candidates]
+    assert got == pytest.approx(want, abs=1e-4)
+    assert cache.length == 5  # the caller's cache is untouched
+
+
+def test_an_empty_context_takes_the_first_token_from_the_last_pass(causal: Transformer) -> None:
+    cache = _cached(causal, PROMPT)
+    ids = torch.tensor([PROMPT])
+    with torch.no_grad():
+        last = causal(ids).float().log_softmax(-1)[0, -1]
+    empty = _segment([], len(PROMPT))
+    query = ChoiceQuery(0, CHOICE, empty, len(PROMPT), first_logprobs=last)
+    got = score(causal, cache, [query])[0]
+    want = [_reference(causal, PROMPT, c.scored) for c in CHOICE.candidates]
+    assert got == pytest.approx(want, abs=1e-4)
+    with pytest.raises(ValueError, match="first_logprobs"):
+        score(causal, cache, [ChoiceQuery(0, CHOICE, empty, len(PROMPT))])
+
+
+def test_queries_of_several_rows_score_in_one_pass_like_alone(causal: Transformer) -> None:
+    other = [5, 6, 70, 71, 72, 73, 74, 75]
+    cache = KVCache(causal.config, 2, 8)
+    pos = torch.arange(7)[None].expand(2, 7)
+    with torch.no_grad():
+        causal(
+            torch.tensor([PROMPT[:7], other[:7]]),
+            positions=pos,
+            block_ids=pos,
+            cache=cache,
+            commit_len=7,
+        )
+    queries = [
+        ChoiceQuery(0, CHOICE, _segment(PROMPT[7:], 7), 8),
+        ChoiceQuery(1, CHOICE, _segment(other[7:], 7), 8),
+    ]
+    both = score(causal, cache, queries)
+    assert both[0] == pytest.approx(
+        [_reference(causal, PROMPT, c.scored) for c in CHOICE.candidates], abs=1e-4
+    )
+    assert both[1] == pytest.approx(
+        [_reference(causal, other, c.scored) for c in CHOICE.candidates], abs=1e-4
+    )
+
+
+def test_choose_takes_the_best_score_and_a_prior_subtracts_its_weighted_score(
+    causal: Transformer,
+) -> None:
+    cache = _cached(causal, PROMPT[:-1])
+    query = ChoiceQuery(0, CHOICE, _segment(PROMPT[-1:], len(PROMPT) - 1), len(PROMPT))
+    plain = [_reference(causal, PROMPT, c.scored) for c in CHOICE.candidates]
+    (res,) = choose(causal, cache, [query])
+    assert res.candidate == CHOICE.candidates[max(range(3), key=plain.__getitem__)]
+    assert res.confidence == pytest.approx(float(torch.tensor(plain).softmax(0).max()), abs=1e-5)
+
+    prior_prompt = [9, 17, 64]
+    prior = ChoicePrior(causal, prior_prompt)
+    prior.extend([40, 41])  # the answer so far
+    (calibrated,) = choose(causal, cache, [query], [(prior, [42])], prior_weight=0.5)
+    base = [_reference(causal, [*prior_prompt, 40, 41, 42], c.scored) for c in CHOICE.candidates]
+    want = [p - 0.5 * b for p, b in zip(plain, base, strict=True)]
+    assert calibrated.logprobs == pytest.approx(tuple(want), abs=1e-4)
+    assert calibrated.candidate == CHOICE.candidates[max(range(3), key=want.__getitem__)]
+    assert prior.passes == 2  # its prompt once, then one pass for the choice
+
+
+def test_a_single_candidate_is_taken_without_a_pass(causal: Transformer) -> None:
+    only = ClosedChoice(CHOICE.candidates[:1])
+    cache = _cached(causal, PROMPT)
+    (res,) = choose(causal, cache, [ChoiceQuery(0, only, _segment([], 8), 8)])
+    assert res.candidate == only.candidates[0] and res.confidence == 1.0
+
+
+def test_which_models_and_configs_use_choices(causal: Transformer) -> None:
+    assert supports_choices(causal)
+    assert supports_choices(make_model(make_config("block", logits_shift=1)))
+    assert not supports_choices(make_model(make_config("block")))  # predicts masked positions
+    on = GenerationConfig(score_choices=True)
+    priors = choice_prior_list(causal, [PROMPT, None], 2, on, None)
+    assert isinstance(priors[0], ChoicePrior) and priors[1] is None
+    assert choice_prior_list(causal, [PROMPT], 1, GenerationConfig(), None) == [None]
+    sampled = GenerationConfig(score_choices=True, temperature=0.7)
+    assert choice_prior_list(causal, [PROMPT], 1, sampled, None) == [None]
+    with pytest.raises(ValueError, match="2 choice priors for 1 prompts"):
+        choice_prior_list(causal, [PROMPT, PROMPT], 1, on, None)
+    with pytest.raises(ValueError, match="choice_prior_weight"):
+        GenerationConfig(choice_prior_weight=-1.0)
