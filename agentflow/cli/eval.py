@@ -58,6 +58,13 @@ def add_parser(subparsers: Any) -> None:
         help="diffusion: cache a block's clean leading positions between its steps "
         "(shorter passes; approximate inside the block)",
     )
+    parser.add_argument(
+        "--score-choices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="greedy, constrained: score a tool name, enum value or key choice whole, with one "
+        "batched forward pass, instead of deciding it on its first token",
+    )
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         order=args.order,
         cache_block_prefix=args.cache_block_prefix,
+        **({} if args.score_choices is None else {"score_choices": args.score_choices}),
     )
 
     def progress(mode: str, done: int, total: int) -> None:

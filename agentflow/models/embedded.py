@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.from_thread
 
-from agentflow.engine.chat_template import compact_json, render_prompt
+from agentflow.engine.chat_template import compact_json, render_choice_prior, render_prompt
 
 from .base import (
     ActionParseError,
@@ -57,6 +57,8 @@ class _Job:
     reason: str
     settings: dict[str, Any]
     on_text: Callable[[str], None] | None = None
+    #: The conversation without its request: the prior of closed choices.
+    prior: str | None = None
 
 
 @dataclass
@@ -84,6 +86,9 @@ class EmbeddedModel:
     (with the packaged drafter, the packaged ``agentflow-tiny-ar`` by default).
     ``generation``: default decoding knobs (:class:`GenerationConfig`); a step's
     ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
+    By default greedy steps score a tool name (or an enum value) whole against the
+    conversation without its request (``score_choices``, docs/constraints.md);
+    draft/verify rounds of hybrid mode stay the verifier's token-by-token output.
     """
 
     def __init__(
@@ -209,7 +214,7 @@ class EmbeddedModel:
         from agentflow.engine.generation import GenerationConfig
 
         base = self._generation or GenerationConfig(
-            max_new_tokens=256, block_length=self._loaded.config.block_length
+            max_new_tokens=256, block_length=self._loaded.config.block_length, score_choices=True
         )
         known = _generation_fields()
         unknown = sorted(set(settings) - known)
@@ -249,7 +254,11 @@ class EmbeddedModel:
                 pieces[row].extend(ids)
                 job.on_text(tokenizer.decode(pieces[row]))
 
-        kwargs: dict[str, Any] = {"constraints": sessions, "on_block": on_block}
+        kwargs: dict[str, Any] = {
+            "constraints": sessions,
+            "on_block": on_block,
+            "choice_priors": [j.prior for j in jobs],
+        }
         if mode in ("hybrid", "auto"):
             kwargs.update(mode=mode, reason=jobs[0].reason)
         result = engine.generate([j.prompt for j in jobs], config, **kwargs)
@@ -279,7 +288,10 @@ class EmbeddedModel:
         prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
         reason = str(request.settings.get("reason", "requested"))
         settings = {k: v for k, v in request.settings.items() if k != "reason"}
-        return _Job(prompt, dict(request.action_schema), mode, reason, settings, on_text)
+        prior = render_choice_prior(
+            request.messages, request.tools, instructions=request.instructions
+        )
+        return _Job(prompt, dict(request.action_schema), mode, reason, settings, on_text, prior)
 
     async def _submit(self, job: _Job) -> _Outcome:
         key = (job.mode, job.reason, compact_json(job.settings))

@@ -10,18 +10,27 @@ import pytest
 from agentflow.cli import main
 
 
-@pytest.mark.parametrize(("split", "cache_prefix"), [("heldout", False), ("train", True)])
+@pytest.mark.parametrize(
+    ("split", "cache_prefix", "choices"), [("heldout", False, True), ("train", True, False)]
+)
 def test_eval_writes_a_report_for_the_split(
-    split: str, cache_prefix: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    split: str,
+    cache_prefix: bool,
+    choices: bool,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = tmp_path / "report.json"
     argv = ["eval", "--modes", "diffusion", "-n", "2", "--batch-size", "2"]
     if cache_prefix:
         argv.append("--cache-block-prefix")
+    if choices:
+        argv.append("--score-choices")
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["split"] == split
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
+    assert report["settings"]["generation"]["score_choices"] is choices
     assert len(report["cases"]) == 2
     assert all(case["valid_json"] for case in report["cases"])  # the action constraint
     assert "tool_choice" in capsys.readouterr().out

@@ -155,3 +155,12 @@ def test_schema_constrains_the_output(
     out = run_json(capsys, *argv[1:])
     assert json.loads(out["text"]) in ({"ok": True}, {"ok": False})
     assert out["stats"]["forced_tokens"] > 0  # '{"ok":' is forced by the schema
+
+
+@pytest.mark.parametrize(("flag", "expected"), [((), False), (("--score-choices",), True)])
+def test_score_choices_flag_reaches_the_config(flag: tuple[str, ...], expected: bool) -> None:
+    from agentflow.cli import build_parser
+    from agentflow.cli.generate import _config
+
+    args = build_parser().parse_args(["generate", "hi", *flag])
+    assert _config(args).score_choices is expected

@@ -24,6 +24,7 @@ from agentflow.engine.chat_template import (
     ChatMessage,
     format_final,
     format_tool_calls,
+    render_choice_prior,
     render_prompt,
 )
 from agentflow.engine.checkpoints import save_checkpoint
@@ -204,3 +205,29 @@ async def test_the_packaged_drafter_brings_the_packaged_verifier() -> None:
     response = await model.step(req)
     assert_valid(response.text, req.action_schema)
     assert response.usage.mode == "hybrid"
+
+
+@pytest.mark.anyio
+async def test_steps_pass_the_conversation_without_its_request_as_the_choice_prior(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = EmbeddedModel(dlm_path)  # the default decoding knobs score choices
+    agent = support_agent(model)
+    req = request(agent)
+    model.load()
+    engine = model._engine("diffusion")
+    seen: list[dict[str, Any]] = []
+    original = engine.generate
+
+    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
+        seen.append({"config": config, **kwargs})
+        return original(prompts, config, **kwargs)
+
+    monkeypatch.setattr(engine, "generate", spy)
+    response = await model.step(req)
+    assert_valid(response.text, req.action_schema)
+    (call,) = seen
+    assert call["config"].score_choices is True
+    prior = render_prompt([], req.tools, instructions=req.instructions)  # no user message left
+    assert call["choice_priors"] == [prior]
+    assert render_choice_prior([ChatMessage(role="assistant", content="hi")]) is None
