@@ -40,7 +40,7 @@ from torch import Tensor
 from .block_choices import make_choices, open_choice
 from .block_step import commit_positions, fill_after_end, propose_tokens
 from .choice_scoring import ChoicePrior, ChoicePriors, choice_prior_list, supports_choices
-from .constraints.protocol import DecodeConstraint
+from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import (
     Constraints,
     Prompts,
@@ -211,6 +211,9 @@ def denoise_block(
                 masked[r, order] = False
                 done = order
             else:
+                extra = (
+                    {"until_choice": True} if choosing and isinstance(c, ChoiceConstraint) else {}
+                )
                 done = c.commit(
                     tokens[r],
                     masked[r],
@@ -219,6 +222,7 @@ def denoise_block(
                     block_logits[r],
                     temperature=config.temperature,
                     seed=seeds_now[r],
+                    **extra,
                 )
             confidence[r, done] = conf[r, done]
             if c is None and end_ids:

@@ -302,10 +302,13 @@ class ConstraintSession(SessionChoices):
         *,
         temperature: float = 0.0,
         seed: int | None = None,
+        until_choice: bool = False,
     ) -> list[int]:
         """Commit proposals at ``order`` one by one, re-sweeping after each; return committed positions.
 
         The re-sweep after a commit is incremental (:meth:`BlockSweep.sync`).
+        ``until_choice`` stops once the leftmost masked position opens a closed
+        choice (:meth:`block_choice`), which the decoder then makes whole.
         """
         self._check_row(tokens, masked)
         length = tokens.shape[0]
@@ -318,6 +321,8 @@ class ConstraintSession(SessionChoices):
         picks = proposal.tolist()
         for pos in order:
             if committed:
+                if until_choice and self.block_choice(tokens, masked) is not None:
+                    break
                 row = self._block(tokens, masked)
             token = int(picks[pos])
             if not row.allows(pos, token):

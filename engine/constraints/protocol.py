@@ -109,7 +109,11 @@ class DecodeConstraint(Protocol):
 
 @runtime_checkable
 class ChoiceConstraint(Protocol):
-    """A constraint that reports closed choices (``GenerationConfig.score_choices``)."""
+    """A constraint that reports closed choices (``GenerationConfig.score_choices``).
+
+    Its ``commit`` also takes ``until_choice=True``: stop committing once the
+    leftmost masked position opens a closed choice.
+    """
 
     def block_choice(self, tokens: Tensor, masked: Tensor) -> tuple[int, Any] | None:
         """(leftmost masked position, its :class:`~.closed_choices.ClosedChoice`) or None."""

@@ -207,3 +207,26 @@ def test_hybrid_stays_the_verifiers_greedy_output_and_diffusion_steps_use_choice
     )
     assert drafted.sequences == alone.sequences
     assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe
+
+
+def test_commit_until_choice_stops_where_a_choice_opens(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    target = tokenizer.encode('{"name":"get_order","id":"7"}')
+    mask = 1
+
+    def row() -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.full((24,), mask, dtype=torch.long), torch.ones(24, dtype=torch.bool)
+
+    proposal = torch.tensor(target + [tokenizer.end_id] * (24 - len(target)))
+    logits = torch.zeros(24, tokenizer.vocab_size)
+    start = len(tokenizer.encode(PREFIX))
+    # A confident run over the whole block: without the flag it runs through the name.
+    tokens, masked = row()
+    done = constraint.session().commit(tokens, masked, list(range(24)), proposal, logits)
+    assert len(done) == 24
+    tokens, masked = row()
+    session = constraint.session()
+    done = session.commit(tokens, masked, list(range(24)), proposal, logits, until_choice=True)
+    assert done == list(range(start))  # '{"name":"' and not one token of the name
+    assert session.block_choice(tokens, masked) is not None
