@@ -71,9 +71,12 @@ def supports_choices(model: Transformer) -> bool:
     return cfg.attention == "causal" or cfg.logits_shift == 1
 
 
-def _copy_rows(cache: KVCache, rows: Tensor, room: int) -> KVCache:
-    """A new cache holding ``cache``'s first ``length`` positions of ``rows``, with ``room`` more."""
-    n = cache.length
+def _copy_rows(cache: KVCache, rows: Tensor, room: int, length: int | None = None) -> KVCache:
+    """A new cache holding the first ``length`` (default: all) cached positions of
+    ``rows``, with ``room`` more."""
+    n = cache.length if length is None else length
+    if not 0 <= n <= cache.length:
+        raise ValueError(f"cannot read {n} positions of a cache of length {cache.length}")
     out = KVCache.__new__(KVCache)
     shape = (*cache.k.shape[:1], rows.numel(), cache.k.shape[2], n + room, cache.k.shape[4])
     out.k = cache.k.new_zeros(shape)
@@ -167,15 +170,18 @@ def choose(
     queries: Sequence[ChoiceQuery],
     priors: Sequence[tuple[ChoicePrior, Sequence[int]] | None] | None = None,
     prior_weight: float = 0.0,
+    *,
+    length: int | None = None,
 ) -> list[ChoiceResult]:
     """The best candidate of each query, scored in one forward pass (none when every
     query has a single candidate).
 
     ``priors[i]`` (a prior, the tokens between its answer so far and the choice)
     calibrates a value choice of query ``i`` by ``prior_weight`` (module docstring).
+    ``length``: read only the cache's first ``length`` positions (default: all).
     """
     multi = [qi for qi, q in enumerate(queries) if len(q.choice.candidates) > 1]
-    raw = score(model, cache, [queries[qi] for qi in multi]) if multi else []
+    raw = score(model, cache, [queries[qi] for qi in multi], length=length) if multi else []
     values: dict[int, list[float]] = dict(zip(multi, raw, strict=True))
     results = []
     for qi, q in enumerate(queries):
@@ -196,8 +202,15 @@ def choose(
 
 
 @torch.inference_mode()
-def score(model: Transformer, cache: KVCache, queries: Sequence[ChoiceQuery]) -> list[list[float]]:
-    """log p(candidate | cache, context) of every candidate of every query, in one pass."""
+def score(
+    model: Transformer,
+    cache: KVCache,
+    queries: Sequence[ChoiceQuery],
+    *,
+    length: int | None = None,
+) -> list[list[float]]:
+    """log p(candidate | cache, context) of every candidate of every query, in one pass
+    (over the cache's first ``length`` positions when given)."""
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
             raise ValueError("a query without context needs first_logprobs")
@@ -231,7 +244,7 @@ def score(model: Transformer, cache: KVCache, queries: Sequence[ChoiceQuery]) ->
             positions[i, n:] = positions[i, n - 1] + 1 + torch.arange(width - n) if n else 0
             block_ids[i, n:] = positions[i, n:]
     rows = torch.tensor([queries[qi].row for qi, _ in flat], dtype=torch.long, device=dev)
-    scratch = _copy_rows(cache, rows, width)
+    scratch = _copy_rows(cache, rows, width, length)
     hidden = model(
         tokens.to(dev),
         positions=positions.to(dev),

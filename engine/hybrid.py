@@ -142,10 +142,10 @@ class HybridEngine:
         ``reason`` labels hybrid requests in the stats (e.g. ``"validation: ..."``
         when the runtime re-does a step whose action pydantic rejected). In
         ``auto`` mode ``on_block`` receives each row's output once it is settled.
-        ``config.score_choices`` (with ``choice_priors``) applies to the diffusion
-        steps of ``diffusion`` and ``auto``; draft/verify rounds decode as the
-        verifier's greedy decoding does without it, so hybrid output stays the
-        AR model's own.
+        ``config.score_choices`` (with ``choice_priors``) applies to every mode:
+        the drafter makes closed choices in diffusion steps, the verifier in
+        draft/verify rounds exactly as :class:`ARDecoder` makes them, so greedy
+        hybrid output stays the AR model's own.
         """
         if mode not in ("hybrid", "diffusion", "auto"):
             raise ValueError(f"mode must be 'hybrid', 'diffusion' or 'auto', got {mode!r}")
@@ -155,7 +155,12 @@ class HybridEngine:
         cons = constraint_list(constraints, len(ids))
         max_len = min(self.drafter.config.max_seq_len, self.verifier.config.max_seq_len)
         budgets = check_context(ids, max_len, config.max_new_tokens)
-        priors = choice_prior_list(self.drafter, choice_priors, len(ids), config, self.tokenizer)
+        drafter_priors = choice_prior_list(
+            self.drafter, choice_priors, len(ids), config, self.tokenizer
+        )
+        verifier_priors = choice_prior_list(
+            self.verifier, choice_priors, len(ids), config, self.tokenizer
+        )
         stats = HybridStats(mode=mode, rows=[RowStats(prompt_tokens=len(p)) for p in ids])
         out: list[list[int]] = []
         for r, prompt in enumerate(ids):
@@ -171,7 +176,7 @@ class HybridEngine:
                 mode,
                 reason,
                 emit,
-                priors[r],
+                (drafter_priors[r], verifier_priors[r]),
             )
             out.append(seq)
             stats.served.append(served)
@@ -196,11 +201,10 @@ class HybridEngine:
         mode: HybridMode,
         reason: str,
         emit: _Emit | None,
-        prior: ChoicePrior | None = None,
+        priors: tuple[ChoicePrior | None, ChoicePrior | None] = (None, None),
     ) -> tuple[list[int], ServedMode]:
-        verify_config = replace(config, score_choices=False)
         if mode == "hybrid":
-            out = self._hybrid(prompt, c, verify_config, budget, seed, stats, row, emit)
+            out = self._hybrid(prompt, c, config, budget, seed, stats, row, emit, priors[1])
             return out, ServedMode("hybrid", reason)
         bound = self.options.min_confidence if mode == "auto" else None
         snapshot = c.checkpoint() if c is not None else None
@@ -215,7 +219,7 @@ class HybridEngine:
                 row,
                 bound,
                 emit if bound is None else None,
-                prior,
+                priors[0],
             )
             if low is None:
                 stats.path_tokens["diffusion"] += len(seq)
@@ -231,7 +235,7 @@ class HybridEngine:
             c.rollback(snapshot)
         row.tokens = row.forced_tokens = 0
         row.finished = False
-        out = self._hybrid(prompt, c, verify_config, budget, seed, stats, row, emit)
+        out = self._hybrid(prompt, c, config, budget, seed, stats, row, emit, priors[1])
         return out, ServedMode("hybrid", why)
 
     def _diffusion(
@@ -292,14 +296,21 @@ class HybridEngine:
         stats: HybridStats,
         row: RowStats,
         emit: _Emit | None,
+        prior: ChoicePrior | None = None,
     ) -> list[int]:
-        """The draft/verify loop for one request; verifier-only steps while drafting does not pay."""
+        """The draft/verify loop for one request; verifier-only steps while drafting does not pay.
+
+        ``prior`` (read by the verifier) calibrates closed choices under
+        ``config.score_choices``, as in :class:`ARDecoder`.
+        """
         gen = torch.Generator().manual_seed(
             seed if seed is not None else int(torch.randint(0, 2**62, (1,)))
         )
         first = c.forced_tokens()[:budget] if c is not None else []
         if first:
             c.advance(first)  # type: ignore[union-attr]
+        if prior is not None:
+            prior.extend(first)
         out = self._text(first)
         row.forced_tokens += len(out)
         stats.path_tokens["constraint"] += len(out)
@@ -331,7 +342,7 @@ class HybridEngine:
                 t0 = clock()
                 draft = self._draft(drafter, length, c, config, seed, k, gen, left)
                 t1 = clock()
-                rnd = verifier.verify(draft, c, config, gen, len(out), budget)
+                rnd = verifier.verify(draft, c, config, gen, len(out), budget, prior)
                 t2 = clock()
                 kept = verifier.keep(draft.tokens, rnd.tokens)
                 schedule.after_round(
@@ -347,13 +358,16 @@ class HybridEngine:
                 k += 1
             else:
                 t0 = clock()
-                rnd = verifier.verify(NO_DRAFT, c, config, gen, len(out), budget)
+                rnd = verifier.verify(NO_DRAFT, c, config, gen, len(out), budget, prior)
                 verifier.keep([], rnd.tokens)
                 schedule.after_ar_step(clock() - t0 if prefilled else None)
                 stats.ar_steps += 1
                 row.nfe += 1
                 path = "ar"
-            stats.verify_nfe += 1
+            stats.verify_nfe += 1 + rnd.passes
+            row.nfe += rnd.passes
+            if prior is not None:
+                prior.extend(rnd.tokens)
             chosen += rnd.forced.count(False)
             text = self._text(rnd.tokens)
             out += text
@@ -386,6 +400,8 @@ class HybridEngine:
             steps = self.options.draft_steps
             if config.temperature > 0.0 or steps == 1:
                 return drafter.parallel(length, c, config, gen, budget_left)
+            # Drafts stay token by token: the verifier makes closed choices itself.
+            config = replace(config, score_choices=False)
             if steps is not None:  # a fixed schedule: every draft costs ``steps`` passes
                 config = replace(config, steps=steps, threshold=None)
             return drafter.denoise(length, c, config, seed=seed, block_index=k)

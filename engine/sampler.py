@@ -153,7 +153,7 @@ def denoise_block(
                 scored = make_choices(
                     model,
                     cache,
-                    Segment(tokens, block.positions, block.block_ids, block.valid),
+                    current,
                     pending,
                     cached,
                     cons,

@@ -19,7 +19,9 @@ import torch
 from torch import Tensor
 
 from .autoregressive import causal_forward
-from .constraints.protocol import DecodeConstraint
+from .choice_scoring import ChoicePrior, ChoiceQuery, choose, supports_choices
+from .constraints.closed_choices import ClosedChoice
+from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import Segment
 from .drafting import Draft, grow_cache
 from .errors import InfeasibleConstraintError
@@ -39,6 +41,8 @@ class VerifyRound:
     finished: bool
     #: Per emitted token, whether the constraint forced it.
     forced: list[bool]
+    #: Forward passes beyond the round's scoring pass (closed choices and their prior).
+    passes: int = 0
 
 
 class Verifier:
@@ -94,64 +98,120 @@ class Verifier:
         gen: torch.Generator,
         done_len: int,
         budget: int,
+        prior: ChoicePrior | None = None,
     ) -> VerifyRound:
-        """Walk the draft as the verifier would decode; advance ``c`` over what is emitted."""
+        """Walk the draft as the verifier would decode; advance ``c`` over what is emitted.
+
+        Greedy with ``config.score_choices``, a closed choice is made whole the way
+        :class:`ARDecoder` makes it (:meth:`_choose`), calibrated by ``prior``.
+        """
         logits = self.score(draft.tokens)
         vocab = logits.shape[-1]
         greedy = config.temperature == 0.0
+        choosing = (
+            greedy
+            and config.score_choices
+            and isinstance(c, ChoiceConstraint)
+            and supports_choices(self.model)
+        )
         ends = self.model.config.end_token_ids
         emitted: list[int] = []
         flags: list[bool] = []
+        passes = 0
         j = 0
         n = len(draft.tokens)
         # Every row's unmasked argmax at once; a position's pick is that unless it is masked out.
         tops = logits.argmax(dim=-1).tolist() if greedy else []
         while True:
-            mask = draft.masks.get(j) if j < n else None
-            if mask is None and c is not None:
-                mask = c.next_token_mask()
-            if mask is not None:
-                mask = fit_mask(mask.to(logits.device), vocab)
-            if greedy:
-                tok = greedy_pick(
-                    logits[j], mask, tops[j], c.refused_pick if c is not None else None
-                )
-                hit = j < n and draft.tokens[j] == tok
+            choice = (
+                c.next_choice(budget - done_len - len(emitted))  # type: ignore[union-attr]
+                if choosing
+                else None
+            )
+            if choice is not None:
+                picked, used = self._choose(choice, logits[j], j, n, prior, emitted, config)
+                passes += used
+                main = list(picked)
+                hit = draft.tokens[j : j + len(main)] == main
             else:
-                p = target_probs(
-                    logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
-                )
-                if j < n:
-                    verdict = speculative_step(p, draft.probs[j], draft.tokens[j], gen)
-                    tok, hit = verdict.token, verdict.accepted
+                mask = draft.masks.get(j) if j < n else None
+                if mask is None and c is not None:
+                    mask = c.next_token_mask()
+                if mask is not None:
+                    mask = fit_mask(mask.to(logits.device), vocab)
+                if greedy:
+                    tok = greedy_pick(
+                        logits[j], mask, tops[j], c.refused_pick if c is not None else None
+                    )
+                    hit = j < n and draft.tokens[j] == tok
                 else:
-                    tok, hit = sample(p, gen), False
-            if tok < 0:
-                raise InfeasibleConstraintError("no token is allowed after the prefix")
-            piece = [tok]
+                    p = target_probs(
+                        logits[j], temperature=config.temperature, top_p=config.top_p, allowed=mask
+                    )
+                    if j < n:
+                        verdict = speculative_step(p, draft.probs[j], draft.tokens[j], gen)
+                        tok, hit = verdict.token, verdict.accepted
+                    else:
+                        tok, hit = sample(p, gen), False
+                if tok < 0:
+                    raise InfeasibleConstraintError("no token is allowed after the prefix")
+                main = [tok]
             forced: list[int] = []
             if c is not None:
-                c.advance([tok])
-                if not c.done and tok not in ends:
-                    run = draft.forced_after.get(j) if hit else None
+                c.advance(main)
+                if not c.done and main[-1] not in ends:
+                    run = draft.forced_after.get(j) if hit and choice is None else None
                     if run is None:
                         run = c.forced_tokens()
-                    forced = run[: budget - done_len - len(emitted) - 1]
+                    forced = run[: budget - done_len - len(emitted) - len(main)]
                     if forced:
                         c.advance(forced)
-            piece += forced
+            piece = main + forced
             emitted += piece
-            flags += [False] + [True] * len(forced)
+            flags += [False] * len(main) + [True] * len(forced)
             if (
                 not ends.isdisjoint(piece)
                 or (c is not None and c.done)
                 or done_len + len(emitted) >= budget
             ):
-                return VerifyRound(emitted, True, flags)
+                return VerifyRound(emitted, True, flags, passes)
             if not hit:
-                return VerifyRound(emitted, False, flags)
-            j += 1
+                return VerifyRound(emitted, False, flags, passes)
+            j += len(main)
             if forced:
                 if draft.tokens[j : j + len(forced)] != forced:
-                    return VerifyRound(emitted, False, flags)
+                    return VerifyRound(emitted, False, flags, passes)
                 j += len(forced)
+
+    def _choose(
+        self,
+        choice: ClosedChoice,
+        logits: Tensor,
+        j: int,
+        n: int,
+        prior: ChoicePrior | None,
+        emitted: list[int],
+        config: GenerationConfig,
+    ) -> tuple[tuple[int, ...], int]:
+        """The candidate :class:`ARDecoder` would choose after ``unseen + draft[:j]``, and
+        the forward passes it took."""
+        if len(choice.candidates) == 1:
+            return choice.candidates[0].tokens, 0
+        dev = self.cache.k.device
+        empty = Segment(
+            torch.zeros(1, 0, dtype=torch.long, device=dev),
+            torch.zeros(1, 0, dtype=torch.long, device=dev),
+            torch.zeros(1, 0, dtype=torch.long, device=dev),
+            torch.zeros(1, 0, dtype=torch.bool, device=dev),
+        )
+        prefix = self.cache.length - n + j  # the cache holds unseen + the whole draft
+        query = ChoiceQuery(
+            0, choice, empty, self.position + len(self.unseen) + j, logits.log_softmax(-1)
+        )
+        before = prior.passes if prior is not None else 0
+        given = [(prior, emitted)] if prior is not None else None
+        (res,) = choose(
+            self.model, self.cache, [query], given, config.choice_prior_weight, length=prefix
+        )
+        after = prior.passes if prior is not None else 0
+        return res.candidate.tokens, 1 + after - before

@@ -87,8 +87,8 @@ class EmbeddedModel:
     ``generation``: default decoding knobs (:class:`GenerationConfig`); a step's
     ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
     By default greedy steps score a tool name (or an enum value) whole against the
-    conversation without its request (``score_choices``, docs/constraints.md);
-    draft/verify rounds of hybrid mode stay the verifier's token-by-token output.
+    conversation without its request (``score_choices``, docs/constraints.md), in
+    every mode (hybrid output stays the verifier's own).
     """
 
     def __init__(

@@ -16,7 +16,7 @@ from agentflow.engine.constraints.automaton import TokenAutomaton
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.constraints.schema import compile_json_schema
 from agentflow.engine.generation import GenerationConfig
-from agentflow.engine.hybrid import HybridEngine
+from agentflow.engine.hybrid import HybridEngine, HybridOptions
 from agentflow.engine.model import Transformer
 from agentflow.engine.sampler import DiffusionEngine
 from agentflow.engine.tokenizer import Tokenizer
@@ -185,28 +185,37 @@ def test_a_prior_scores_each_candidate_by_the_requests_lift(
             assert res.stats.rows[0].nfe == plain.stats.rows[0].nfe + 2
 
 
-def test_hybrid_stays_the_verifiers_greedy_output_and_diffusion_steps_use_choices(
-    constraint: Constraint, tokenizer: Tokenizer, model_factory
+@pytest.mark.parametrize("agreeing", [False, True])
+def test_hybrid_makes_the_verifiers_choices_and_diffusion_steps_the_drafters(
+    agreeing: bool, constraint: Constraint, tokenizer: Tokenizer, model_factory
 ) -> None:
     vocab = tokenizer.vocab_size
-    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
-    verifier = model_factory("causal", vocab_size=vocab, seed=12)
-    engine = HybridEngine(drafter, verifier)
+    verifier = model_factory("causal", vocab_size=vocab, seed=12, n_layers=1)
+    drafter = model_factory(
+        "block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16, n_layers=1
+    )
+    if agreeing:  # the verifier's own weights: drafts agree, rounds walk through choices
+        drafter.load_state_dict(verifier.state_dict())
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False))
     on = GenerationConfig(max_new_tokens=40, block_length=16, score_choices=True)
-    off = GenerationConfig(max_new_tokens=40, block_length=16)
-    prompt = tokenizer.encode("Find order 58213")
     priors = [tokenizer.encode("hello")]
-    hybrid = engine.generate(prompt, on, constraints=[constraint.session(40)], choice_priors=priors)
-    plain_ar = ARDecoder(verifier).generate(prompt, off, constraints=[constraint.session(40)])
-    assert hybrid.sequences == plain_ar.sequences
-    drafted = engine.generate(
-        prompt, on, constraints=[constraint.session(40)], mode="diffusion", choice_priors=priors
-    )
-    alone = DiffusionEngine(drafter).generate(
-        prompt, on, constraints=[constraint.session(40)], choice_priors=priors
-    )
-    assert drafted.sequences == alone.sequences
-    assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe
+    for text in ("Find order 58213", "cancel 4", "list my orders please"):
+        prompt = tokenizer.encode(text)
+        hybrid = engine.generate(
+            prompt, on, constraints=[constraint.session(40)], choice_priors=priors
+        )
+        ar = ARDecoder(verifier).generate(
+            prompt, on, constraints=[constraint.session(40)], choice_priors=priors
+        )
+        assert hybrid.sequences == ar.sequences
+        drafted = engine.generate(
+            prompt, on, constraints=[constraint.session(40)], mode="diffusion", choice_priors=priors
+        )
+        alone = DiffusionEngine(drafter).generate(
+            prompt, on, constraints=[constraint.session(40)], choice_priors=priors
+        )
+        assert drafted.sequences == alone.sequences
+        assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe
 
 
 def test_commit_until_choice_stops_where_a_choice_opens(
