@@ -94,11 +94,13 @@ def _copy_rows(cache: KVCache, rows: Tensor, room: int, length: int | None = Non
 def choice_prior_list(
     model: Transformer,
     prompts: ChoicePriors,
-    b: int,
+    requests: Sequence[Sequence[int]],
     config: GenerationConfig,
     tokenizer: Tokenizer | None,
 ) -> list[ChoicePrior | None]:
-    """One :class:`ChoicePrior` per row from ``generate``'s ``choice_priors`` (None where unused)."""
+    """One :class:`ChoicePrior` per request (token ids ``requests``) from ``generate``'s
+    ``choice_priors`` (None where unused)."""
+    b = len(requests)
     if prompts is None or not config.score_choices or config.temperature > 0:
         return [None] * b
     if len(prompts) != b:
@@ -111,7 +113,7 @@ def choice_prior_list(
             if tokenizer is None:
                 raise ValueError("text choice priors need a tokenizer; pass token ids")
             p = tokenizer.encode(p)
-        out.append(ChoicePrior(model, p) if p else None)
+        out.append(ChoicePrior(model, p, requests[len(out)]) if p else None)
     return out
 
 
@@ -119,48 +121,86 @@ class ChoicePrior:
     """One request's prior context for its value choices: the conversation without
     the request, read by the decoding model.
 
-    The prompt is read (one forward pass, counted in ``passes``) at the first
-    choice that needs it; the answer so far (``extend``) is read with each choice.
+    The prior is read at the first choice that needs it. The part it shares with
+    the request's own prompt (everything before the request, when the request is
+    the last message) is copied from the decoder's cache rather than read again
+    (``request``; not for bidirectional models, whose cached prompt saw the
+    request); the rest takes one forward pass, counted in ``passes``. The answer
+    so far (``extend``) is read with each choice.
     """
 
-    def __init__(self, model: Transformer, prompt: Sequence[int]) -> None:
+    def __init__(
+        self, model: Transformer, prompt: Sequence[int], request: Sequence[int] = ()
+    ) -> None:
         if len(prompt) < 1:
             raise ValueError("a choice prior needs at least one prompt token")
         self.model = model
         self.prompt = list(prompt)
         self.answer: list[int] = []
         self.passes = 0
+        #: Leading prompt tokens equal to the request's (read from its cache).
+        self.shared = 0
+        if model.config.attention != "bidirectional":
+            limit = min(len(self.prompt), len(request)) - 1
+            while self.shared < limit and self.prompt[self.shared] == int(request[self.shared]):
+                self.shared += 1
         self._cache: KVCache | None = None
+        self._position = 0  # position of the prior's last prompt token
 
     def extend(self, tokens: Sequence[int]) -> None:
         """Append decoded tokens of the answer."""
         self.answer.extend(int(t) for t in tokens)
 
-    @torch.inference_mode()
-    def logprobs(self, choice: ClosedChoice, prefix: Sequence[int] = ()) -> list[float]:
-        """log p(candidate | prior prompt, answer so far, ``prefix``) for every candidate."""
+    def _read_prompt(self, source: tuple[KVCache, int] | None) -> KVCache:
+        """The cache of the prior's prompt but its last token (copied in part from ``source``:
+        the request's cache and row, whose prompt starts at its first valid entry)."""
         dev = next(self.model.parameters()).device
+        dtype = next(self.model.parameters()).dtype
+        head = self.prompt[:-1]
+        shared = self.shared if source is not None else 0
+        if shared:
+            cache, row = source  # type: ignore[misc]
+            pad = int(cache.valid[row].long().argmax())  # left padding before the prompt
+            rows = torch.tensor([row], device=cache.k.device)
+            out = _copy_rows(cache, rows, len(head) - shared + 1, pad + shared)
+        else:
+            out = KVCache(self.model.config, 1, max(len(head), 1), device=dev, dtype=dtype)
+        rest = head[shared:]
+        if rest:
+            pos = torch.arange(shared, len(head), device=dev)[None]
+            self.model(
+                torch.tensor([rest], device=dev),
+                positions=pos,
+                block_ids=pos,
+                cache=out,
+                commit_len=len(rest),
+                hidden_only=True,
+            )
+            self.passes += 1
+        self._position = len(head)
+        return out
+
+    @torch.inference_mode()
+    def logprobs(
+        self,
+        choice: ClosedChoice,
+        prefix: Sequence[int] = (),
+        source: tuple[KVCache, int] | None = None,
+    ) -> list[float]:
+        """log p(candidate | prior prompt, answer so far, ``prefix``) for every candidate.
+
+        ``source`` (the request's cache and row) lends the shared part of the prompt
+        the first time.
+        """
         if self._cache is None:
-            dtype = next(self.model.parameters()).dtype
-            head = self.prompt[:-1]
-            self._cache = KVCache(self.model.config, 1, max(len(head), 1), device=dev, dtype=dtype)
-            if head:
-                pos = torch.arange(len(head), device=dev)[None]
-                self.model(
-                    torch.tensor([head], device=dev),
-                    positions=pos,
-                    block_ids=pos,
-                    cache=self._cache,
-                    commit_len=len(head),
-                    hidden_only=True,
-                )
-                self.passes += 1
+            self._cache = self._read_prompt(source)
+        dev = self._cache.k.device
         tail = [self.prompt[-1], *self.answer, *(int(t) for t in prefix)]
-        pos = torch.arange(len(tail), device=dev)[None] + self._cache.length
+        pos = torch.arange(len(tail), device=dev)[None] + self._position
         valid = torch.ones_like(pos, dtype=torch.bool)
         context = Segment(torch.tensor([tail], device=dev), pos, pos.clone(), valid)
         self.passes += 1
-        start = self._cache.length + len(tail)
+        start = self._position + len(tail)
         return score(self.model, self._cache, [ChoiceQuery(0, choice, context, start)])[0]
 
 
@@ -193,7 +233,7 @@ def choose(
         given = priors[qi] if priors is not None else None
         if given is not None and prior_weight > 0:
             prior, prefix = given
-            base = prior.logprobs(q.choice, prefix)
+            base = prior.logprobs(q.choice, prefix, (cache, q.row))
             total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]
         scores = torch.tensor(total)
         best = int(scores.argmax())

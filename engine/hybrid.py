@@ -155,11 +155,9 @@ class HybridEngine:
         cons = constraint_list(constraints, len(ids))
         max_len = min(self.drafter.config.max_seq_len, self.verifier.config.max_seq_len)
         budgets = check_context(ids, max_len, config.max_new_tokens)
-        drafter_priors = choice_prior_list(
-            self.drafter, choice_priors, len(ids), config, self.tokenizer
-        )
+        drafter_priors = choice_prior_list(self.drafter, choice_priors, ids, config, self.tokenizer)
         verifier_priors = choice_prior_list(
-            self.verifier, choice_priors, len(ids), config, self.tokenizer
+            self.verifier, choice_priors, ids, config, self.tokenizer
         )
         stats = HybridStats(mode=mode, rows=[RowStats(prompt_tokens=len(p)) for p in ids])
         out: list[list[int]] = []

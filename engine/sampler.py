@@ -288,7 +288,7 @@ class DiffusionEngine:
         b = len(ids)
         cons = constraint_list(constraints, b)
         budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
-        priors = choice_prior_list(self.model, choice_priors, b, config, self.tokenizer)
+        priors = choice_prior_list(self.model, choice_priors, ids, config, self.tokenizer)
         dev = self.device
         pad_id = cfg.pad_token_id if cfg.pad_token_id is not None else 0
         prompt, lengths = left_pad(ids, pad_id, dev)

@@ -137,12 +137,47 @@ def test_which_models_and_configs_use_choices(causal: Transformer) -> None:
     assert supports_choices(make_model(make_config("block", logits_shift=1)))
     assert not supports_choices(make_model(make_config("block")))  # predicts masked positions
     on = GenerationConfig(score_choices=True)
-    priors = choice_prior_list(causal, [PROMPT, None], 2, on, None)
+    priors = choice_prior_list(causal, [PROMPT, None], [PROMPT, PROMPT], on, None)
     assert isinstance(priors[0], ChoicePrior) and priors[1] is None
-    assert choice_prior_list(causal, [PROMPT], 1, GenerationConfig(), None) == [None]
+    assert choice_prior_list(causal, [PROMPT], [PROMPT], GenerationConfig(), None) == [None]
     sampled = GenerationConfig(score_choices=True, temperature=0.7)
-    assert choice_prior_list(causal, [PROMPT], 1, sampled, None) == [None]
+    assert choice_prior_list(causal, [PROMPT], [PROMPT], sampled, None) == [None]
     with pytest.raises(ValueError, match="2 choice priors for 1 prompts"):
-        choice_prior_list(causal, [PROMPT, PROMPT], 1, on, None)
+        choice_prior_list(causal, [PROMPT, PROMPT], [PROMPT], on, None)
     with pytest.raises(ValueError, match="choice_prior_weight"):
         GenerationConfig(choice_prior_weight=-1.0)
+
+
+@pytest.mark.parametrize("attention", ["causal", "block"])
+def test_a_prior_reads_the_prompt_it_shares_with_the_request_from_the_requests_cache(
+    attention: str,
+) -> None:
+    model = make_model(make_config(attention, max_seq_len=64, logits_shift=1), seed=5, peak=2.0)
+    request = [9, 17, 33, 41, 12, 50, 7, 64, 3]  # the conversation with the request
+    prior_prompt = [9, 17, 33, 41, 12, 64]  # the same conversation without it
+    other = [70, 71, 72]
+    # A left-padded batch cache holding both requests' prompts (but the last token).
+    width = len(request) - 1
+    ids = torch.tensor([request[:-1], [0] * (width - 2) + other[:2]])
+    valid = torch.tensor([[True] * width, [False] * (width - 2) + [True, True]])
+    pos = torch.tensor([list(range(width)), [0] * (width - 2) + [0, 1]])
+    cache = KVCache(model.config, 2, width)
+    with torch.no_grad():
+        model(ids, positions=pos, block_ids=pos, valid=valid, cache=cache, commit_len=width)
+    shared = ChoicePrior(model, prior_prompt, request)
+    assert shared.shared == 5  # [9, 17, 33, 41, 12]
+    shared.extend([40])
+    fresh = ChoicePrior(model, prior_prompt)
+    fresh.extend([40])
+    got = shared.logprobs(CHOICE, [41], (cache, 0))
+    want = fresh.logprobs(CHOICE, [41])
+    assert got == pytest.approx(want, abs=1e-4)
+    ref = [_reference(model, [*prior_prompt, 40, 41], c.scored) for c in CHOICE.candidates]
+    assert got == pytest.approx(ref, abs=1e-4)
+    assert (shared.passes, fresh.passes) == (1, 2)  # no pass over the shared prompt
+    # Padding before a row's prompt is skipped: row 1 shares only its own tokens.
+    padded = ChoicePrior(model, [70, 71, 5], other)
+    values = padded.logprobs(CHOICE, [], (cache, 1))
+    assert values == pytest.approx(
+        [_reference(model, [70, 71, 5], c.scored) for c in CHOICE.candidates], abs=1e-4
+    )

@@ -169,9 +169,10 @@ def test_a_prior_scores_each_candidate_by_the_requests_lift(
     config = GenerationConfig(max_new_tokens=40, score_choices=True, choice_prior_weight=0.75)
     session, forced = _at_name(constraint)
     choice = session.next_choice(room=40)
-    prior = tokenizer.encode("hello")
     for text in ("cancel order 58213", "where is 58213", "get my orders", "x"):
         prompt = tokenizer.encode(text)
+        # The prior shares the request's first tokens (read from the decoder's cache).
+        prior = prompt[:2] + tokenizer.encode(" hello")
         res = engine.generate(
             [prompt], config, constraints=[constraint.session(40)], choice_priors=[prior]
         )
