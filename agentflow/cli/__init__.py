@@ -127,6 +127,23 @@ def add_model_arguments(parser: argparse.ArgumentParser, *, default: str | None 
     )
 
 
+def add_score_choices_argument(parser: argparse.ArgumentParser) -> None:
+    """``--score-choices`` / ``--no-score-choices`` (``GenerationConfig.score_choices``)."""
+    parser.add_argument(
+        "--score-choices",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="greedy, constrained: choose a tool name or enum value whole (every candidate "
+        "scored in one batched forward pass) instead of on its first token "
+        "(default: GenerationConfig's, off)",
+    )
+
+
+def score_choices_setting(args: argparse.Namespace) -> dict[str, bool]:
+    """The ``score_choices`` field for a GenerationConfig, when the flag was given."""
+    return {} if args.score_choices is None else {"score_choices": args.score_choices}
+
+
 def load_model(spec: str | None, *, base_url: str | None = None) -> Model:
     """A model from a ``--model`` value (see :func:`agentflow.models.infer_model`).
 

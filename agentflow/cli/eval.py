@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from agentflow.cli import add_score_choices_argument, score_choices_setting
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -58,13 +60,7 @@ def add_parser(subparsers: Any) -> None:
         help="diffusion: cache a block's clean leading positions between its steps "
         "(shorter passes; approximate inside the block)",
     )
-    parser.add_argument(
-        "--score-choices",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="greedy, constrained: score a tool name, enum value or key choice whole, with one "
-        "batched forward pass, instead of deciding it on its first token",
-    )
+    add_score_choices_argument(parser)
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -116,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         order=args.order,
         cache_block_prefix=args.cache_block_prefix,
-        **({} if args.score_choices is None else {"score_choices": args.score_choices}),
+        **score_choices_setting(args),
     )
 
     def progress(mode: str, done: int, total: int) -> None:

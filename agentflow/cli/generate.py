@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentflow.cli import CLIError
+from agentflow.cli import CLIError, add_score_choices_argument, score_choices_setting
 from agentflow.engine.chat_template import ChatMessage
 from agentflow.engine.checkpoints import DEFAULT_MODEL, LoadedModel, load_checkpoint
 from agentflow.engine.constraints.protocol import DecodeConstraint
@@ -102,13 +102,7 @@ def add_parser(subparsers: Any) -> None:
         help="diffusion: cache a block's clean leading positions between its steps "
         "(shorter passes; approximate inside the block)",
     )
-    parser.add_argument(
-        "--score-choices",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="greedy, constrained: score a tool name, enum value or key choice whole, with one "
-        "batched forward pass, instead of deciding it on its first token",
-    )
+    add_score_choices_argument(parser)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -126,7 +120,7 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
             seed=args.seed,
             order=args.order,
             cache_block_prefix=args.cache_block_prefix,
-            **({} if args.score_choices is None else {"score_choices": args.score_choices}),
+            **score_choices_setting(args),
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
