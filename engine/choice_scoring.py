@@ -71,26 +71,6 @@ def supports_choices(model: Transformer) -> bool:
     return cfg.attention == "causal" or cfg.logits_shift == 1
 
 
-def _copy_rows(cache: KVCache, rows: Tensor, room: int, length: int | None = None) -> KVCache:
-    """A new cache holding the first ``length`` (default: all) cached positions of
-    ``rows``, with ``room`` more."""
-    n = cache.length if length is None else length
-    if not 0 <= n <= cache.length:
-        raise ValueError(f"cannot read {n} positions of a cache of length {cache.length}")
-    out = KVCache.__new__(KVCache)
-    shape = (*cache.k.shape[:1], rows.numel(), cache.k.shape[2], n + room, cache.k.shape[4])
-    out.k = cache.k.new_zeros(shape)
-    out.v = cache.v.new_zeros(shape)
-    out.k[:, :, :, :n] = cache.k[:, rows, :, :n]
-    out.v[:, :, :, :n] = cache.v[:, rows, :, :n]
-    out.block_ids = cache.block_ids.new_zeros(rows.numel(), n + room)
-    out.valid = cache.valid.new_zeros(rows.numel(), n + room)
-    out.block_ids[:, :n] = cache.block_ids[rows, :n]
-    out.valid[:, :n] = cache.valid[rows, :n]
-    out.length, out.max_len = n, n + room
-    return out
-
-
 def choice_prior_list(
     model: Transformer,
     prompts: ChoicePriors,
@@ -162,7 +142,7 @@ class ChoicePrior:
             cache, row = source  # type: ignore[misc]
             pad = int(cache.valid[row].long().argmax())  # left padding before the prompt
             rows = torch.tensor([row], device=cache.k.device)
-            out = _copy_rows(cache, rows, len(head) - shared + 1, pad + shared)
+            out = cache.copy_rows(rows, len(head) - shared + 1, pad + shared)
         else:
             out = KVCache(self.model.config, 1, max(len(head), 1), device=dev, dtype=dtype)
         rest = head[shared:]
@@ -284,7 +264,7 @@ def score(
             positions[i, n:] = positions[i, n - 1] + 1 + torch.arange(width - n) if n else 0
             block_ids[i, n:] = positions[i, n:]
     rows = torch.tensor([queries[qi].row for qi, _ in flat], dtype=torch.long, device=dev)
-    scratch = _copy_rows(cache, rows, width, length)
+    scratch = cache.copy_rows(rows, width, length)
     hidden = model(
         tokens.to(dev),
         positions=positions.to(dev),
@@ -294,20 +274,31 @@ def score(
         commit_len=0,
         hidden_only=True,
     )
-    scores: list[list[float]] = [[] for _ in queries]
+    # The output before each scored token predicts it; one projection for all of them.
+    where: list[tuple[int, int]] = []  # (row, position) per scored token read from this pass
     for i, (qi, ci) in enumerate(flat):
         q = queries[qi]
-        cand = q.choice.candidates[ci]
-        ctx_len = q.context.length
-        picks = torch.arange(len(cand.scored), device=dev) + ctx_len - 1
+        first = 1 if q.context.length == 0 else 0  # that one comes from first_logprobs
+        for j in range(first, len(q.choice.candidates[ci].scored)):
+            where.append((i, q.context.length - 1 + j))
+    logp = None
+    if where:
+        at = torch.tensor(where, device=dev)
+        logp = model.project(hidden[at[:, 0], at[:, 1]]).float().log_softmax(-1)
+    scores: list[list[float]] = [[] for _ in queries]
+    k = 0
+    for qi, ci in flat:
+        q = queries[qi]
+        scored = q.choice.candidates[ci].scored
         total = 0.0
-        if ctx_len == 0:
+        first = 0
+        if q.context.length == 0:
             assert q.first_logprobs is not None
-            total += float(q.first_logprobs[cand.scored[0]])
-            picks = picks[1:]
-        if picks.numel():
-            logp = model.project(hidden[i, picks]).float().log_softmax(-1)
-            want = torch.tensor(cand.scored[len(cand.scored) - picks.numel() :], device=dev)
-            total += float(logp.gather(1, want[:, None]).sum())
+            total += float(q.first_logprobs[scored[0]])
+            first = 1
+        for token in scored[first:]:
+            assert logp is not None
+            total += float(logp[k, token])
+            k += 1
         scores[qi].append(total)
     return scores

@@ -167,6 +167,24 @@ class KVCache:
         self.valid = torch.cat((self.valid, self.valid.new_zeros(self.batch_size, extra)), 1)
         self.max_len = max_len
 
+    def copy_rows(self, rows: Tensor, room: int, length: int | None = None) -> KVCache:
+        """A new cache with the first ``length`` (default: all) cached positions of
+        ``rows``, and ``room`` more positions; this cache is left as it is."""
+        n = self.length if length is None else length
+        if not 0 <= n <= self.length:
+            raise ValueError(f"cannot copy {n} positions of a cache of length {self.length}")
+        out = KVCache.__new__(KVCache)
+        shape = (self.k.shape[0], rows.numel(), self.k.shape[2], n + room, self.k.shape[4])
+        out.k, out.v = self.k.new_zeros(shape), self.v.new_zeros(shape)
+        out.k[:, :, :, :n] = self.k[:, rows, :, :n]
+        out.v[:, :, :, :n] = self.v[:, rows, :, :n]
+        out.block_ids = self.block_ids.new_zeros(rows.numel(), n + room)
+        out.valid = self.valid.new_zeros(rows.numel(), n + room)
+        out.block_ids[:, :n] = self.block_ids[rows, :n]
+        out.valid[:, :n] = self.valid[rows, :n]
+        out.length, out.max_len = n, n + room
+        return out
+
     def select_rows(self, rows: Tensor) -> None:
         """Keep only the given batch rows (finished requests leave the batch)."""
         self.k = self.k[:, rows]

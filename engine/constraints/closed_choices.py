@@ -2,10 +2,9 @@
 
 Where the action schema leaves the model a choice among a handful of string
 *values* — a tool name from the tool list, an enum value — decoding them token
-by token decides the whole string on its first differing token. Scoring every candidate whole by the
-model's log-probability and taking the best is the exact greedy (MAP) choice
-among them, and a short unseen name no longer loses to a long familiar one on
-its first token (docs/constraints.md, "Closed choices").
+by token decides the whole string on its first differing token. Scoring every
+candidate whole by the model's log-probability and taking the best is the exact
+greedy (MAP) choice among them (docs/constraints.md, "Closed choices").
 
 A state opens a closed choice when every byte path from it through live states
 reaches an unescaped ``"`` (the end of a JSON string) within
