@@ -48,8 +48,6 @@ from .selection import select_tokens
 from .speculative import greedy_pick
 from .tokenizer import Tokenizer
 
-_SEGMENT_DTYPES = (torch.long, torch.long, torch.long, torch.bool)
-
 
 def causal_forward(
     model: Transformer, cache: KVCache, segment: Segment, *, hidden_only: bool = False
@@ -282,9 +280,7 @@ class ARDecoder:
         if not config.score_choices or config.temperature > 0 or not supports_choices(self.model):
             return {}
         queries: list[ChoiceQuery] = []
-        empty = Segment(
-            *(torch.zeros(1, 0, dtype=dt, device=logits.device) for dt in _SEGMENT_DTYPES)
-        )
+        empty = Segment.empty(logits.device)
         for i, r in enumerate(live):
             c = cons[r]
             if not isinstance(c, ChoiceConstraint):

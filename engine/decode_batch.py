@@ -32,6 +32,14 @@ class Segment:
     block_ids: Tensor
     valid: Tensor
 
+    @classmethod
+    def empty(cls, device: torch.device | str = "cpu") -> Segment:
+        """One row of no tokens."""
+        ids = torch.zeros(1, 0, dtype=torch.long, device=device)
+        return cls(
+            ids, ids.clone(), ids.clone(), torch.zeros(1, 0, dtype=torch.bool, device=device)
+        )
+
     @property
     def length(self) -> int:
         return self.tokens.shape[1]

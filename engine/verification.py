@@ -198,12 +198,7 @@ class Verifier:
         if len(choice.candidates) == 1:
             return choice.candidates[0].tokens, 0
         dev = self.cache.k.device
-        empty = Segment(
-            torch.zeros(1, 0, dtype=torch.long, device=dev),
-            torch.zeros(1, 0, dtype=torch.long, device=dev),
-            torch.zeros(1, 0, dtype=torch.long, device=dev),
-            torch.zeros(1, 0, dtype=torch.bool, device=dev),
-        )
+        empty = Segment.empty(dev)
         prefix = self.cache.length - n + j  # the cache holds unseen + the whole draft
         query = ChoiceQuery(
             0, choice, empty, self.position + len(self.unseen) + j, logits.log_softmax(-1)
