@@ -160,18 +160,15 @@ class ChoicePrior:
         self._position = len(head)
         return out
 
-    @torch.inference_mode()
-    def logprobs(
+    def query(
         self,
         choice: ClosedChoice,
         prefix: Sequence[int] = (),
         source: tuple[KVCache, int] | None = None,
-    ) -> list[float]:
-        """log p(candidate | prior prompt, answer so far, ``prefix``) for every candidate.
-
-        ``source`` (the request's cache and row) lends the shared part of the prompt
-        the first time.
-        """
+    ) -> tuple[KVCache, ChoiceQuery]:
+        """The prior's cache and its query for ``choice`` after the answer so far and
+        ``prefix`` (for :func:`score_parts`). ``source`` (the request's cache and
+        row) lends the shared part of the prompt the first time."""
         if self._cache is None:
             self._cache = self._read_prompt(source)
         dev = self._cache.k.device
@@ -179,9 +176,20 @@ class ChoicePrior:
         pos = torch.arange(len(tail), device=dev)[None] + self._position
         valid = torch.ones_like(pos, dtype=torch.bool)
         context = Segment(torch.tensor([tail], device=dev), pos, pos.clone(), valid)
+        return self._cache, ChoiceQuery(0, choice, context, self._position + len(tail))
+
+    @torch.inference_mode()
+    def logprobs(
+        self,
+        choice: ClosedChoice,
+        prefix: Sequence[int] = (),
+        source: tuple[KVCache, int] | None = None,
+    ) -> list[float]:
+        """log p(candidate | prior prompt, answer so far, ``prefix``) for every candidate,
+        in a pass of its own."""
+        cache, query = self.query(choice, prefix, source)
         self.passes += 1
-        start = self._position + len(tail)
-        return score(self.model, self._cache, [ChoiceQuery(0, choice, context, start)])[0]
+        return score_parts(self.model, [(cache, query, None)])[0]
 
 
 def choose(
@@ -193,27 +201,34 @@ def choose(
     *,
     length: int | None = None,
 ) -> list[ChoiceResult]:
-    """The best candidate of each query, scored in one forward pass (none when every
-    query has a single candidate).
+    """The best candidate of each query, scored in one forward pass with the priors'
+    candidates (none when every query has a single candidate).
 
     ``priors[i]`` (a prior, the tokens between its answer so far and the choice)
     calibrates a value choice of query ``i`` by ``prior_weight`` (module docstring).
     ``length``: read only the cache's first ``length`` positions (default: all).
     """
     multi = [qi for qi, q in enumerate(queries) if len(q.choice.candidates) > 1]
-    raw = score(model, cache, [queries[qi] for qi in multi], length=length) if multi else []
-    values: dict[int, list[float]] = dict(zip(multi, raw, strict=True))
-    results = []
-    for qi, q in enumerate(queries):
-        cands = q.choice.candidates
-        if qi not in values:
-            results.append(ChoiceResult(cands[0], 1.0, (0.0,)))
-            continue
-        total = values[qi]
+    items: list[tuple[KVCache, ChoiceQuery, int | None]] = [
+        (cache, queries[qi], length) for qi in multi
+    ]
+    lifted: dict[int, int] = {}  # query -> the item of its prior, scored in the same pass
+    for qi in multi:
         given = priors[qi] if priors is not None else None
         if given is not None and prior_weight > 0:
             prior, prefix = given
-            base = prior.logprobs(q.choice, prefix, (cache, q.row))
+            lifted[qi] = len(items)
+            items.append((*prior.query(queries[qi].choice, prefix, (cache, queries[qi].row)), None))
+    raw = score_parts(model, items) if items else []
+    results = []
+    for qi, q in enumerate(queries):
+        cands = q.choice.candidates
+        if qi not in multi:
+            results.append(ChoiceResult(cands[0], 1.0, (0.0,)))
+            continue
+        total = raw[multi.index(qi)]
+        if qi in lifted:
+            base = raw[lifted[qi]]
             total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]
         scores = torch.tensor(total)
         best = int(scores.argmax())
@@ -221,7 +236,6 @@ def choose(
     return results
 
 
-@torch.inference_mode()
 def score(
     model: Transformer,
     cache: KVCache,
@@ -231,11 +245,21 @@ def score(
 ) -> list[list[float]]:
     """log p(candidate | cache, context) of every candidate of every query, in one pass
     (over the cache's first ``length`` positions when given)."""
+    return score_parts(model, [(cache, q, length) for q in queries])
+
+
+@torch.inference_mode()
+def score_parts(
+    model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
+) -> list[list[float]]:
+    """:func:`score` for queries read from different caches (``(cache, query, length)``
+    each; ``length`` None reads the whole cache), still in one pass."""
+    queries = [q for _, q, _ in items]
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
             raise ValueError("a query without context needs first_logprobs")
     flat = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.choice.candidates))]
-    dev = cache.k.device
+    dev = items[0][0].k.device
     inputs: list[tuple[list[int], list[int], list[int], list[bool]]] = []
     for qi, ci in flat:
         q = queries[qi]
@@ -263,8 +287,11 @@ def score(
         if n < width:  # padding: after the row's last position, never attended to
             positions[i, n:] = positions[i, n - 1] + 1 + torch.arange(width - n) if n else 0
             block_ids[i, n:] = positions[i, n:]
-    rows = torch.tensor([queries[qi].row for qi, _ in flat], dtype=torch.long, device=dev)
-    scratch = cache.copy_rows(rows, width, length)
+    parts = []
+    for qi, _ in flat:
+        cache, q, length = items[qi]
+        parts.append((cache, q.row, cache.length if length is None else length))
+    scratch = KVCache.gather(parts, width)
     hidden = model(
         tokens.to(dev),
         positions=positions.to(dev),

@@ -17,6 +17,7 @@ BD3-LM "clean copy + noised copy" layout).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Literal
 
@@ -171,18 +172,34 @@ class KVCache:
         """A new cache with the first ``length`` (default: all) cached positions of
         ``rows``, and ``room`` more positions; this cache is left as it is."""
         n = self.length if length is None else length
-        if not 0 <= n <= self.length:
-            raise ValueError(f"cannot copy {n} positions of a cache of length {self.length}")
+        return KVCache.gather([(self, int(r), n) for r in rows.tolist()], room)
+
+    @staticmethod
+    def gather(parts: Sequence[tuple[KVCache, int, int]], room: int) -> KVCache:
+        """A new cache whose row ``i`` holds the first ``n`` positions of row ``row``
+        of ``cache`` (``parts[i] = (cache, row, n)``), then ``room`` more positions.
+        Rows shorter than the longest are padded with invalid entries."""
+        if not parts:
+            raise ValueError("gather needs at least one part")
+        for cache, row, n in parts:
+            if not 0 <= n <= cache.length or not 0 <= row < cache.batch_size:
+                raise ValueError(
+                    f"cannot copy {n} positions of row {row} of a cache of "
+                    f"{cache.batch_size} rows and length {cache.length}"
+                )
+        like = parts[0][0]
+        width = max(n for _, _, n in parts) + room
         out = KVCache.__new__(KVCache)
-        shape = (self.k.shape[0], rows.numel(), self.k.shape[2], n + room, self.k.shape[4])
-        out.k, out.v = self.k.new_zeros(shape), self.v.new_zeros(shape)
-        out.k[:, :, :, :n] = self.k[:, rows, :, :n]
-        out.v[:, :, :, :n] = self.v[:, rows, :, :n]
-        out.block_ids = self.block_ids.new_zeros(rows.numel(), n + room)
-        out.valid = self.valid.new_zeros(rows.numel(), n + room)
-        out.block_ids[:, :n] = self.block_ids[rows, :n]
-        out.valid[:, :n] = self.valid[rows, :n]
-        out.length, out.max_len = n, n + room
+        shape = (like.k.shape[0], len(parts), like.k.shape[2], width, like.k.shape[4])
+        out.k, out.v = like.k.new_zeros(shape), like.v.new_zeros(shape)
+        out.block_ids = like.block_ids.new_zeros(len(parts), width)
+        out.valid = like.valid.new_zeros(len(parts), width)
+        for i, (cache, row, n) in enumerate(parts):
+            out.k[:, i, :, :n] = cache.k[:, row, :, :n]
+            out.v[:, i, :, :n] = cache.v[:, row, :, :n]
+            out.block_ids[i, :n] = cache.block_ids[row, :n]
+            out.valid[i, :n] = cache.valid[row, :n]
+        out.length, out.max_len = width - room, width
         return out
 
     def select_rows(self, rows: Tensor) -> None:

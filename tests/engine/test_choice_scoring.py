@@ -122,7 +122,7 @@ def test_choose_takes_the_best_score_and_a_prior_subtracts_its_weighted_score(
     want = [p - 0.5 * b for p, b in zip(plain, base, strict=True)]
     assert calibrated.logprobs == pytest.approx(tuple(want), abs=1e-4)
     assert calibrated.candidate == CHOICE.candidates[max(range(3), key=want.__getitem__)]
-    assert prior.passes == 2  # its prompt once, then one pass for the choice
+    assert prior.passes == 1  # its prompt; its candidates ride with the request's pass
 
 
 def test_a_single_candidate_is_taken_without_a_pass(causal: Transformer) -> None:
@@ -175,6 +175,7 @@ def test_a_prior_reads_the_prompt_it_shares_with_the_request_from_the_requests_c
     ref = [_reference(model, [*prior_prompt, 40, 41], c.scored) for c in CHOICE.candidates]
     assert got == pytest.approx(ref, abs=1e-4)
     assert (shared.passes, fresh.passes) == (1, 2)  # no pass over the shared prompt
+    assert shared.query(CHOICE, [41])[0] is shared.query(CHOICE)[0]  # read once
     # Padding before a row's prompt is skipped: row 1 shares only its own tokens.
     padded = ChoicePrior(model, [70, 71, 5], other)
     values = padded.logprobs(CHOICE, [], (cache, 1))
