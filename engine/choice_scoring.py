@@ -220,13 +220,14 @@ def choose(
             lifted[qi] = len(items)
             items.append((*prior.query(queries[qi].choice, prefix, (cache, queries[qi].row)), None))
     raw = score_parts(model, items) if items else []
+    own = {qi: k for k, qi in enumerate(multi)}  # query -> its item
     results = []
     for qi, q in enumerate(queries):
         cands = q.choice.candidates
-        if qi not in multi:
+        if qi not in own:
             results.append(ChoiceResult(cands[0], 1.0, (0.0,)))
             continue
-        total = raw[multi.index(qi)]
+        total = raw[own[qi]]
         if qi in lifted:
             base = raw[lifted[qi]]
             total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]

@@ -11,12 +11,15 @@ reaches an unescaped ``"`` (the end of a JSON string) within
 ``MAX_CHOICE_BYTES`` bytes, along at most ``MAX_CHOICES`` distinct paths, no
 path is empty, and the strings are values, not object keys (a key choice, such
 as ``tool_calls`` against ``final``, is structure the model decides token by
-token: scored whole it did worse, docs/constraints.md). Free text, numbers and patterns branch past the limit at once.
+token: scored whole it did worse, docs/constraints.md). Free text, numbers and
+patterns branch past the limit at once.
+
 Each candidate is its string content; the ``"`` and whatever is forced after
-it stay with the jump-forward. Candidates are tokenized canonically *in
-context* (content plus the forced text after it), and the first token after
-the content is scored too, so that a name that is a prefix of another
-(``get_order``, ``get_orders``) pays for ending where it does.
+it stay with the jump-forward, except that a candidate another one extends
+(``get_order``, ``get_orders``) also commits the token that ends it.
+Candidates are tokenized canonically *in context* (content plus the forced
+text after it), and the first token after the content is scored too, so that
+such a name pays for ending where it does.
 """
 
 from __future__ import annotations
