@@ -48,6 +48,12 @@ class GenerationConfig:
     (the conversation without its request; ``choice_priors=`` of ``generate``),
     a value choice is scored by how much the request raises each candidate:
     ``log p(c | prompt) - choice_prior_weight * log p(c | prior)``.
+    ``text_threshold`` (diffusion, under a constraint): the confidence a position
+    needs to join a step's commits, beyond the step's first, when its token
+    continues free text (a string value the constraint leaves open, such as an
+    argument copied from the request); None applies ``threshold`` there too.
+    Copied values then grow more nearly one token at a time, reading what is
+    already written, while the structure around them still commits in parallel.
     """
 
     max_new_tokens: int = 128
@@ -61,6 +67,7 @@ class GenerationConfig:
     cache_block_prefix: bool = False
     score_choices: bool = False
     choice_prior_weight: float = 0.75
+    text_threshold: float | None = None
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in COMMIT_ORDERS:
@@ -75,6 +82,8 @@ class GenerationConfig:
             raise ValueError(f"steps must be >= 1, got {self.steps}")
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1] or None, got {self.threshold}")
+        if self.text_threshold is not None and not 0.0 <= self.text_threshold <= 1.0:
+            raise ValueError(f"text_threshold must be in [0, 1] or None, got {self.text_threshold}")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.choice_prior_weight < 0.0:

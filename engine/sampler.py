@@ -33,6 +33,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -40,7 +41,7 @@ from torch import Tensor
 from .block_choices import make_choices, open_choice
 from .block_step import commit_positions, fill_after_end, propose_tokens
 from .choice_scoring import ChoicePrior, ChoicePriors, choice_prior_list, supports_choices
-from .constraints.protocol import ChoiceConstraint, DecodeConstraint
+from .constraints.protocol import ChoiceConstraint, DecodeConstraint, FreeTextConstraint
 from .decode_batch import (
     Constraints,
     Prompts,
@@ -211,9 +212,11 @@ def denoise_block(
                 masked[r, order] = False
                 done = order
             else:
-                extra = (
+                extra: dict[str, Any] = (
                     {"until_choice": True} if choosing and isinstance(c, ChoiceConstraint) else {}
                 )
+                if config.text_threshold is not None and isinstance(c, FreeTextConstraint):
+                    extra.update(confidence=conf[r], text_threshold=config.text_threshold)
                 done = c.commit(
                     tokens[r],
                     masked[r],

@@ -42,6 +42,7 @@ from ..errors import InfeasibleConstraintError
 from ..tokenizer import Tokenizer
 from .automaton import TokenAutomaton
 from .closed_choices import Candidate, candidates_at
+from .free_text import free_text_states
 from .jump_forward import ForcedText, forced_run
 from .refused_picks import ByteNeighbours, repick
 from .session_choices import SessionChoices
@@ -93,6 +94,7 @@ class Constraint:
         self._neighbours: ByteNeighbours | None = None  # built on the first refused pick
         # Closed choices by automaton state, found on first use (:mod:`.closed_choices`).
         self._choices: dict[int, tuple[Candidate, ...] | None] = {}
+        self._free_text: np.ndarray | None = None  # built on first use (:mod:`.free_text`)
 
     @classmethod
     def from_schema(
@@ -130,6 +132,15 @@ class Constraint:
         if state not in self._choices:
             self._choices[state] = candidates_at(self.forced, self.host.step, state, self.host.live)
         return self._choices[state]
+
+    def free_text(self, state: int) -> bool:
+        """True when ``state`` is inside free text (:mod:`.free_text`)."""
+        if self._free_text is None:
+            found = free_text_states(self.forced, self.host.live)
+            self._free_text = (
+                found if found is not None else np.zeros(self.host.num_states, dtype=bool)
+            )
+        return bool(self._free_text[state])
 
     def session(self, max_tokens: int | None = None) -> ConstraintSession:
         """A fresh per-request state at the automaton's initial state.
@@ -303,12 +314,17 @@ class ConstraintSession(SessionChoices):
         temperature: float = 0.0,
         seed: int | None = None,
         until_choice: bool = False,
+        confidence: Tensor | None = None,
+        text_threshold: float | None = None,
     ) -> list[int]:
         """Commit proposals at ``order`` one by one, re-sweeping after each; return committed positions.
 
         The re-sweep after a commit is incremental (:meth:`BlockSweep.sync`).
         ``until_choice`` stops once the leftmost masked position opens a closed
         choice (:meth:`block_choice`), which the decoder then makes whole.
+        ``text_threshold`` (with the proposals' ``confidence`` [L]) stops at a
+        position, after the first commit, whose proposal continues free text
+        (:meth:`continues_text`) with a confidence under it.
         """
         self._check_row(tokens, masked)
         length = tokens.shape[0]
@@ -320,11 +336,18 @@ class ConstraintSession(SessionChoices):
         self._feasible(row)
         picks = proposal.tolist()
         for pos in order:
+            token = int(picks[pos])
             if committed:
                 if until_choice and self.block_choice(tokens, masked) is not None:
                     break
                 row = self._block(tokens, masked)
-            token = int(picks[pos])
+                if (
+                    text_threshold is not None
+                    and confidence is not None
+                    and float(confidence[pos]) < text_threshold
+                    and self._continues_text(row, pos, token)
+                ):
+                    break
             if not row.allows(pos, token):
                 continue
             tokens[pos] = token
@@ -343,6 +366,20 @@ class ConstraintSession(SessionChoices):
         tokens[pos] = token
         masked[pos] = False
         return [pos]
+
+    def continues_text(self, tokens: Tensor, masked: Tensor, pos: int, token: int) -> bool:
+        """True when ``token`` at block position ``pos`` would continue free text:
+        the state before it (which the positions left of it must fix) and the state
+        after it are both free-text states (:mod:`.free_text`)."""
+        self._check_row(tokens, masked)
+        return self._continues_text(self._block(tokens, masked), pos, token)
+
+    def _continues_text(self, row: BlockSweep, pos: int, token: int) -> bool:
+        states = row.viable(pos)
+        if states.size != 1 or not self._c.free_text(int(states[0])):
+            return False
+        nxt = self._t.step(int(states[0]), token) if 0 <= token < self._t.vocab_size else -1
+        return nxt >= 0 and self._c.free_text(nxt)
 
     def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
         """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""

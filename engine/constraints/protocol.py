@@ -126,3 +126,17 @@ class ChoiceConstraint(Protocol):
     def next_choice(self, room: int) -> Any:
         """The closed choice right after the prefix (within ``room`` tokens), or None."""
         ...
+
+
+@runtime_checkable
+class FreeTextConstraint(Protocol):
+    """A constraint that tells free text from structure (``GenerationConfig.text_threshold``).
+
+    Its ``commit`` also takes ``confidence=`` (the proposals' [L]) and
+    ``text_threshold=``: it stops at a position, after the first commit, whose
+    proposal continues free text with a confidence under the threshold.
+    """
+
+    def continues_text(self, tokens: Tensor, masked: Tensor, pos: int, token: int) -> bool:
+        """True when ``token`` at block position ``pos`` would continue free text."""
+        ...
