@@ -144,6 +144,17 @@ def score_choices_setting(args: argparse.Namespace) -> dict[str, bool]:
     return {} if args.score_choices is None else {"score_choices": args.score_choices}
 
 
+def add_text_threshold_argument(parser: argparse.ArgumentParser) -> None:
+    """``--text-threshold X`` (``GenerationConfig.text_threshold``)."""
+    parser.add_argument(
+        "--text-threshold",
+        type=float,
+        default=None,
+        help="diffusion, constrained: confidence a position needs to join a step's commits "
+        "when it continues free text such as a copied argument (default: --threshold)",
+    )
+
+
 def load_model(spec: str | None, *, base_url: str | None = None) -> Model:
     """A model from a ``--model`` value (see :func:`agentflow.models.infer_model`).
 

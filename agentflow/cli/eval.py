@@ -9,7 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agentflow.cli import add_score_choices_argument, score_choices_setting
+from agentflow.cli import (
+    add_score_choices_argument,
+    add_text_threshold_argument,
+    score_choices_setting,
+)
 
 
 def add_parser(subparsers: Any) -> None:
@@ -61,6 +65,7 @@ def add_parser(subparsers: Any) -> None:
         "(shorter passes; approximate inside the block)",
     )
     add_score_choices_argument(parser)
+    add_text_threshold_argument(parser)
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -101,19 +106,24 @@ def run(args: argparse.Namespace) -> int:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"agentflow eval: cannot compare with {args.compare}: {exc}", file=sys.stderr)
             return 2
+    try:
+        config = GenerationConfig(
+            max_new_tokens=192,
+            block_length=args.block_length,
+            steps=args.steps,
+            threshold=args.threshold,
+            order=args.order,
+            cache_block_prefix=args.cache_block_prefix,
+            text_threshold=args.text_threshold,
+            **score_choices_setting(args),
+        )
+    except ValueError as exc:  # a knob out of range
+        print(f"agentflow eval: {exc}", file=sys.stderr)
+        return 2
     needs_dlm = any(m in ("diffusion", "hybrid") for m in modes)
     needs_ar = any(m in ("ar", "hybrid") for m in modes)
     dlm = load_checkpoint(args.model) if needs_dlm else None
     ar = load_checkpoint(args.verifier) if needs_ar else None
-    config = GenerationConfig(
-        max_new_tokens=192,
-        block_length=args.block_length,
-        steps=args.steps,
-        threshold=args.threshold,
-        order=args.order,
-        cache_block_prefix=args.cache_block_prefix,
-        **score_choices_setting(args),
-    )
 
     def progress(mode: str, done: int, total: int) -> None:
         if done == total or done % 25 < args.batch_size:

@@ -18,7 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentflow.cli import CLIError, add_score_choices_argument, score_choices_setting
+from agentflow.cli import (
+    CLIError,
+    add_score_choices_argument,
+    add_text_threshold_argument,
+    score_choices_setting,
+)
 from agentflow.engine.chat_template import ChatMessage
 from agentflow.engine.checkpoints import DEFAULT_MODEL, LoadedModel, load_checkpoint
 from agentflow.engine.constraints.protocol import DecodeConstraint
@@ -103,6 +108,7 @@ def add_parser(subparsers: Any) -> None:
         "(shorter passes; approximate inside the block)",
     )
     add_score_choices_argument(parser)
+    add_text_threshold_argument(parser)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -120,6 +126,7 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
             seed=args.seed,
             order=args.order,
             cache_block_prefix=args.cache_block_prefix,
+            text_threshold=args.text_threshold,
             **score_choices_setting(args),
         )
     except ValueError as exc:

@@ -25,15 +25,21 @@ def test_eval_writes_a_report_for_the_split(
     if cache_prefix:
         argv.append("--cache-block-prefix")
     if choices:
-        argv.append("--score-choices")
+        argv += ["--score-choices", "--text-threshold", "0.99"]
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["split"] == split
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
+    assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
     assert len(report["cases"]) == 2
     assert all(case["valid_json"] for case in report["cases"])  # the action constraint
     assert "tool_choice" in capsys.readouterr().out
+
+
+def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--modes", "ar", "-n", "1", "--text-threshold", "2"]) == 2
+    assert "text_threshold must be in [0, 1]" in capsys.readouterr().err
 
 
 def test_eval_rejects_an_unknown_split(capsys: pytest.CaptureFixture[str]) -> None:

@@ -164,3 +164,23 @@ def test_score_choices_flag_reaches_the_config(flag: tuple[str, ...], expected: 
 
     args = build_parser().parse_args(["generate", "hi", *flag])
     assert _config(args).score_choices is expected
+
+
+@pytest.mark.parametrize(("flag", "expected"), [((), None), (("--text-threshold", "0.99"), 0.99)])
+def test_text_threshold_flag_reaches_the_config(
+    flag: tuple[str, ...], expected: float | None
+) -> None:
+    from agentflow.cli import build_parser
+    from agentflow.cli.generate import _config
+
+    args = build_parser().parse_args(["generate", "hi", *flag])
+    assert _config(args).text_threshold == expected
+
+
+def test_an_out_of_range_text_threshold_is_a_clear_error() -> None:
+    from agentflow.cli import CLIError, build_parser
+    from agentflow.cli.generate import _config
+
+    args = build_parser().parse_args(["generate", "hi", "--text-threshold", "2"])
+    with pytest.raises(CLIError, match="text_threshold"):
+        _config(args)
