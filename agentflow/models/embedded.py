@@ -76,6 +76,9 @@ def _generation_fields() -> set[str]:
 
 _PACKAGED_DRAFTER = "agentflow-tiny-dlm"
 _PACKAGED_VERIFIER = "agentflow-tiny-ar"
+#: ``GenerationConfig.text_threshold`` by default: chosen on a held-out set of its own
+#: (docs/constraints.md, "Free text, one sure token at a time").
+TEXT_THRESHOLD = 0.99
 
 
 class EmbeddedModel:
@@ -88,7 +91,9 @@ class EmbeddedModel:
     ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
     By default greedy steps score a tool name (or an enum value) whole against the
     conversation without its request (``score_choices``, docs/constraints.md), in
-    every mode (hybrid output stays the verifier's own).
+    every mode (hybrid output stays the verifier's own), and diffusion steps write
+    free text such as copied arguments only where each token is sure
+    (``text_threshold``).
     """
 
     def __init__(
@@ -214,7 +219,10 @@ class EmbeddedModel:
         from agentflow.engine.generation import GenerationConfig
 
         base = self._generation or GenerationConfig(
-            max_new_tokens=256, block_length=self._loaded.config.block_length, score_choices=True
+            max_new_tokens=256,
+            block_length=self._loaded.config.block_length,
+            score_choices=True,
+            text_threshold=TEXT_THRESHOLD,
         )
         known = _generation_fields()
         unknown = sorted(set(settings) - known)
