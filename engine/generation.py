@@ -52,6 +52,8 @@ class GenerationConfig:
     needs to join a step's commits, beyond the step's first, when its token
     continues free text (a string value the constraint leaves open, such as an
     argument copied from the request); None applies ``threshold`` there too.
+    The ``steps`` cap comes first: where it leaves fewer steps than masked
+    positions, the step commits what the cap needs.
     Copied values then grow more nearly one token at a time, reading what is
     already written, while the structure around them still commits in parallel.
     """

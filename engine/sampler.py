@@ -215,7 +215,11 @@ def denoise_block(
                 extra: dict[str, Any] = (
                     {"until_choice": True} if choosing and isinstance(c, ChoiceConstraint) else {}
                 )
-                if config.text_threshold is not None and isinstance(c, FreeTextConstraint):
+                if (
+                    config.text_threshold is not None
+                    and isinstance(c, FreeTextConstraint)
+                    and steps_left >= int(masked[r].sum())  # the step cap comes first
+                ):
                     extra.update(confidence=conf[r], text_threshold=config.text_threshold)
                 done = c.commit(
                     tokens[r],

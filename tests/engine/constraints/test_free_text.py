@@ -136,6 +136,11 @@ def test_text_threshold_slows_only_free_text_and_output_stays_valid(
         walk.advance([token])
         text_tokens += constraint.free_text(before) and constraint.free_text(walk.state)
     assert text_tokens >= 4 and slow.stats.nfe >= text_tokens > loose.stats.nfe
+    # The steps cap still holds: two steps per block, whatever the text.
+    capped = GenerationConfig(**{**strict.__dict__, "steps": 2})
+    fast = engine.generate(prompt, capped, constraints=[constraint.session(48)])
+    blocks = -(-len(fast.sequences[0]) // capped.block_length)
+    assert fast.stats.nfe <= 2 * blocks
 
 
 def test_text_threshold_is_checked() -> None:
