@@ -49,9 +49,10 @@ class GenerationConfig:
     a value choice is scored by how much the request raises each candidate:
     ``log p(c | prompt) - choice_prior_weight * log p(c | prior)``.
     ``text_threshold`` (diffusion, under a constraint): the confidence a position
-    needs to join a step's commits, beyond the step's first, when its token
-    continues free text (a string value the constraint leaves open, such as an
-    argument copied from the request); None applies ``threshold`` there too.
+    needs to join a step's commits, beyond the step's first, when it is inside
+    free text (a string value the constraint leaves open, such as an argument
+    copied from the request; the token that closes it included); None applies
+    ``threshold`` there too.
     The ``steps`` cap comes first: where it leaves fewer steps than masked
     positions, the step commits what the cap needs.
     Copied values then grow more nearly one token at a time, reading what is

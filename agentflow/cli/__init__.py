@@ -151,7 +151,7 @@ def add_text_threshold_argument(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="diffusion, constrained: confidence a position needs to join a step's commits "
-        "when it continues free text such as a copied argument (default: --threshold)",
+        "inside free text such as a copied argument (default: --threshold)",
     )
 
 

@@ -323,8 +323,8 @@ class ConstraintSession(SessionChoices):
         ``until_choice`` stops once the leftmost masked position opens a closed
         choice (:meth:`block_choice`), which the decoder then makes whole.
         ``text_threshold`` (with the proposals' ``confidence`` [L]) stops at a
-        position, after the first commit, whose proposal continues free text
-        (:meth:`continues_text`) with a confidence under it.
+        position, after the first commit, that is inside free text
+        (:meth:`in_text`) and whose proposal's confidence is under it.
         """
         self._check_row(tokens, masked)
         length = tokens.shape[0]
@@ -336,7 +336,6 @@ class ConstraintSession(SessionChoices):
         self._feasible(row)
         picks = proposal.tolist()
         for pos in order:
-            token = int(picks[pos])
             if committed:
                 if until_choice and self.block_choice(tokens, masked) is not None:
                     break
@@ -345,9 +344,10 @@ class ConstraintSession(SessionChoices):
                     text_threshold is not None
                     and confidence is not None
                     and float(confidence[pos]) < text_threshold
-                    and self._continues_text(row, pos, token)
+                    and self._in_text(row, pos)
                 ):
                     break
+            token = int(picks[pos])
             if not row.allows(pos, token):
                 continue
             tokens[pos] = token
@@ -367,19 +367,16 @@ class ConstraintSession(SessionChoices):
         masked[pos] = False
         return [pos]
 
-    def continues_text(self, tokens: Tensor, masked: Tensor, pos: int, token: int) -> bool:
-        """True when ``token`` at block position ``pos`` would continue free text:
-        the state before it (which the positions left of it must fix) and the state
-        after it are both free-text states (:mod:`.free_text`)."""
+    def in_text(self, tokens: Tensor, masked: Tensor, pos: int) -> bool:
+        """True when block position ``pos`` is inside free text (:mod:`.free_text`): the
+        positions left of it fix a single state before it, and that state is free text.
+        A token there continues the text or ends it (a closing quote): both are copying."""
         self._check_row(tokens, masked)
-        return self._continues_text(self._block(tokens, masked), pos, token)
+        return self._in_text(self._block(tokens, masked), pos)
 
-    def _continues_text(self, row: BlockSweep, pos: int, token: int) -> bool:
+    def _in_text(self, row: BlockSweep, pos: int) -> bool:
         states = row.viable(pos)
-        if states.size != 1 or not self._c.free_text(int(states[0])):
-            return False
-        nxt = self._t.step(int(states[0]), token) if 0 <= token < self._t.vocab_size else -1
-        return nxt >= 0 and self._c.free_text(nxt)
+        return states.size == 1 and self._c.free_text(int(states[0]))
 
     def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
         """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""

@@ -133,10 +133,10 @@ class FreeTextConstraint(Protocol):
     """A constraint that tells free text from structure (``GenerationConfig.text_threshold``).
 
     Its ``commit`` also takes ``confidence=`` (the proposals' [L]) and
-    ``text_threshold=``: it stops at a position, after the first commit, whose
-    proposal continues free text with a confidence under the threshold.
+    ``text_threshold=``: it stops at a position, after the first commit, that is
+    inside free text and whose proposal's confidence is under the threshold.
     """
 
-    def continues_text(self, tokens: Tensor, masked: Tensor, pos: int, token: int) -> bool:
-        """True when ``token`` at block position ``pos`` would continue free text."""
+    def in_text(self, tokens: Tensor, masked: Tensor, pos: int) -> bool:
+        """True when block position ``pos`` is inside free text (its state fixed by the left)."""
         ...

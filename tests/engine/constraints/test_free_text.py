@@ -62,7 +62,7 @@ def _row(tokenizer: Tokenizer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor
     return tokens, torch.ones(length, dtype=torch.bool), proposal
 
 
-def test_commit_stops_where_an_unsure_token_would_continue_free_text(
+def test_commit_stops_at_an_unsure_token_inside_free_text(
     constraint: Constraint, tokenizer: Tokenizer
 ) -> None:
     tokens, masked, proposal = _row(tokenizer)
@@ -88,19 +88,31 @@ def test_commit_stops_where_an_unsure_token_would_continue_free_text(
         text_threshold=0.99,
     )
     assert done == list(range(head))
-    assert session.continues_text(tokens, masked, head, int(proposal[head]))
+    assert session.in_text(tokens, masked, head) and not session.in_text(tokens, masked, 0)
     # The next step commits one token of the note, then stops again.
     rest = list(range(head, length))
     done = session.commit(
         tokens, masked, rest, proposal, logits, confidence=unsure, text_threshold=0.99
     )
     assert done == [head]
-    # Sure text, and everything after it (the closing quote, the enum, the number), commits
-    # whatever its confidence: only tokens that continue free text are held back.
+    # Sure text commits; the token that closes it is held too (ending a copied value is
+    # part of copying it)...
     target = proposal.tolist()
     closing = next(k for k in range(length) if '"' in tokenizer.decode(target[head : k + 1]))
     confidence = torch.where(torch.arange(length) < closing, sure, torch.full((length,), 0.5))
-    rest = list(range(head + 1, length))
+    done = session.commit(
+        tokens,
+        masked,
+        list(range(head + 1, length)),
+        proposal,
+        logits,
+        confidence=confidence,
+        text_threshold=0.99,
+    )
+    assert done == list(range(head + 1, closing))
+    # ...while the structure after it (the enum, the number, the end) commits at any
+    # confidence: only positions inside free text are held back.
+    rest = list(range(closing, length))
     done = session.commit(
         tokens, masked, rest, proposal, logits, confidence=confidence, text_threshold=0.99
     )
@@ -128,13 +140,12 @@ def test_text_threshold_slows_only_free_text_and_output_stays_valid(
     value = json.loads(tokenizer.decode(slow.sequences[0], skip_special=True))
     jsonschema.validate(value, SCHEMA)
     assert session.done
-    # At most one token that continues the note per pass.
+    # At most one token inside the note per pass.
     walk = constraint.session()
     text_tokens = 0
     for token in slow.sequences[0]:
-        before = walk.state
+        text_tokens += constraint.free_text(walk.state)
         walk.advance([token])
-        text_tokens += constraint.free_text(before) and constraint.free_text(walk.state)
     assert text_tokens >= 4 and slow.stats.nfe >= text_tokens > loose.stats.nfe
     # The steps cap still holds: two steps per block, whatever the text.
     capped = GenerationConfig(**{**strict.__dict__, "steps": 2})
