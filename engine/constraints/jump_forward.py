@@ -194,14 +194,12 @@ def forced_run(
                 break
             steps.append((cur, tid))
             cur = nxt
-        if (
-            steps
-            and len(steps) == len(ids)
-            and not forced.final[cur]
-            and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1))
-        ):
-            # Leave the boundary token to the model: a longer token may fit.
-            boundary = steps.pop()[1]
+        if steps and len(steps) == len(ids) and not forced.final[cur]:
+            # Leave the tail to the model where a longer allowed token may cover it: the
+            # forced text's canonical tokens ('"}', '}') are not the text's tokens when
+            # what follows merges with it ('"}}]}').
+            while steps and forced.may_merge(*steps[-1], allowed_after(len(run) + len(steps) - 1)):
+                boundary = steps.pop()[1]
             cur = t.step(*steps[-1]) if steps else state
         if not steps:
             break

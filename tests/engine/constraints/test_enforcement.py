@@ -259,6 +259,32 @@ def test_jump_forward_fills_canonical_forced_tokens(
     assert forced_ids == tokenizer.encode(text)  # the canonical tokenization
 
 
+def test_forced_tokens_never_split_a_token_the_continuation_merges(
+    constrain: Callable[[str], Constraint], tokenizer: Tokenizer
+) -> None:
+    # '"}}]' is forced after the value, then '}' or '9'. On its own the forced text is
+    # tokenized '"}}', ']', but with the '}' that may follow it is the single token
+    # '"}}]}': forcing '"}}' would put the model on a tokenization it never saw (after
+    # '"}' the embedded AR model went on with another call). Forced tokens must start
+    # every continuation's own tokens.
+    regex = r'\{"a":"xy"\}\}\](\}|9)'
+    endings = ["}", "9"]
+    assert tokenizer.encode('"}}]}') == [_one_token(tokenizer, '"}}]}')]
+    session = constrain(regex).session()
+    session.advance(tokenizer.encode('{"a":"'))
+    forced = session.forced_tokens()
+    assert tokenizer.decode(forced) == "xy"
+    for ending in endings:
+        assert tokenizer.encode('xy"}}]' + ending)[: len(forced)] == forced
+    # The same in a block (jump-forward), which diffusion and the hybrid drafts use.
+    block = constrain(regex).session()
+    tokens, masked = _masks(tokenizer, 16)
+    filled = block.jump_forward(tokens, masked)
+    assert tokenizer.decode(tokens[:filled].tolist()) == '{"a":"xy'
+    for ending in endings:
+        assert tokenizer.encode('{"a":"xy"}}]' + ending)[:filled] == tokens[:filled].tolist()
+
+
 def test_jump_forward_stops_at_fixed_tokens_and_respects_room(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:
