@@ -52,11 +52,10 @@ class GenerationConfig:
     needs to join a step's commits, beyond the step's first, when it is inside
     free text (a string value the constraint leaves open, such as an argument
     copied from the request; the token that closes it included); None applies
-    ``threshold`` there too.
-    The ``steps`` cap comes first: where it leaves fewer steps than masked
-    positions, the step commits what the cap needs.
-    Copied values then grow more nearly one token at a time, reading what is
-    already written, while the structure around them still commits in parallel.
+    ``threshold`` there too. Copied values then grow more nearly one token at a
+    time, reading what is already written, while the structure around them still
+    commits in parallel. The ``steps`` cap comes first: where it leaves fewer
+    steps than masked positions, the step commits what the cap needs.
     """
 
     max_new_tokens: int = 128
