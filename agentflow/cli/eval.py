@@ -30,7 +30,10 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--verifier", default="agentflow-tiny-ar", help="autoregressive model")
     parser.add_argument(
-        "--modes", default="diffusion,hybrid,ar", help="comma-separated: diffusion, hybrid, ar"
+        "--modes",
+        default="diffusion,hybrid,ar",
+        help="comma-separated: diffusion, hybrid, ar, auto (diffusion, re-done in hybrid mode "
+        "when unsure)",
     )
     parser.add_argument("-n", "--cases", type=int, default=200, help="held-out cases per mode")
     parser.add_argument("--seed", type=int, default=1234, help="held-out set seed")
@@ -80,7 +83,14 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from agentflow.engine.checkpoints import load_checkpoint
     from agentflow.engine.generation import GenerationConfig
-    from agentflow.engine.training.evaluate import MODES, evaluate, format_table, write_report
+    from agentflow.engine.training.evaluate import (
+        MODES,
+        NEEDS_AR,
+        NEEDS_DIFFUSION,
+        evaluate,
+        format_table,
+        write_report,
+    )
 
     # The console script configures logging at WARNING before dispatching; progress lines
     # of a long run are INFO records of the agentflow loggers, so let those through.
@@ -120,8 +130,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # a knob out of range
         print(f"agentflow eval: {exc}", file=sys.stderr)
         return 2
-    needs_dlm = any(m in ("diffusion", "hybrid") for m in modes)
-    needs_ar = any(m in ("ar", "hybrid") for m in modes)
+    needs_dlm = any(m in NEEDS_DIFFUSION for m in modes)
+    needs_ar = any(m in NEEDS_AR for m in modes)
     dlm = load_checkpoint(args.model) if needs_dlm else None
     ar = load_checkpoint(args.verifier) if needs_ar else None
 

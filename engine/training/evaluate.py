@@ -4,8 +4,10 @@ The held-out set comes from :class:`CorpusGenerator` with ``split="heldout"``:
 request templates, chatter, instructions, tool-name verbs, descriptions and
 parameter names that training never saw. Each case is decoded by the engine in
 one or more modes (``diffusion``: the block-diffusion model; ``ar``: the
-autoregressive model; ``hybrid``: diffusion drafts verified by the AR model),
-under the step's action constraint unless ``constrained=False``.
+autoregressive model; ``hybrid``: diffusion drafts verified by the AR model;
+``auto``: diffusion, re-done in hybrid mode when the draft is unsure, as
+``EmbeddedModel(mode="auto")`` decodes), under the step's action constraint
+unless ``constrained=False``.
 
 Metrics (per mode, overall, per domain and per kind of turn):
 
@@ -16,7 +18,8 @@ Metrics (per mode, overall, per domain and per kind of turn):
 - ``grounded_final``: answers after a tool result quote at least one of the result's values;
 - ``faithful_final``: stricter: they quote every result value the reference answer uses
   (the status *and* the order id, not just the id);
-- ``ms_per_step``: wall time of one step (one action) at the given batch size, and tokens per forward.
+- ``ms_per_step``: wall time of one step (one action) at the given batch size, and tokens per forward;
+- ``hybrid_served``: ``auto`` only: the cases the hybrid fallback decoded.
 """
 
 from __future__ import annotations
@@ -37,8 +40,11 @@ from ..generation import GenerationConfig
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
 
-Mode = Literal["diffusion", "hybrid", "ar"]
-MODES: tuple[Mode, ...] = ("diffusion", "hybrid", "ar")
+Mode = Literal["diffusion", "hybrid", "ar", "auto"]
+MODES: tuple[Mode, ...] = ("diffusion", "hybrid", "ar", "auto")
+#: Modes that decode with the diffusion model, and with the autoregressive one.
+NEEDS_DIFFUSION: frozenset[str] = frozenset({"diffusion", "hybrid", "auto"})
+NEEDS_AR: frozenset[str] = frozenset({"ar", "hybrid", "auto"})
 
 
 @dataclass
@@ -59,6 +65,8 @@ class CaseResult:
     tokens: int
     forwards: int
     faithful_final: bool | None = None
+    #: The mode that produced the text when ``auto`` chose it (``"diffusion"`` or ``"hybrid"``).
+    served: str | None = None
 
 
 @dataclass
@@ -148,8 +156,11 @@ def _quotes(text: str, value: str) -> bool:
     return len(value) >= 2 and re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
 
 
+#: Decodes a batch: prompts, constraint sessions, config, choice priors ->
+#: texts, per-row stats, seconds, and per row the mode that served it (``auto``; else None).
 Decoder = Callable[
-    [list[str], list[Any], GenerationConfig, list[str | None]], tuple[list[str], list[Any], float]
+    [list[str], list[Any], GenerationConfig, list[str | None]],
+    tuple[list[str], list[Any], float, list[str | None]],
 ]
 
 
@@ -165,27 +176,30 @@ def make_decoder(mode: Mode, dlm: Any, ar: Any) -> Decoder:
 
         engine = ARDecoder(ar.model, ar.tokenizer)
         kwargs = {}
-    elif mode == "hybrid":
+    elif mode in ("hybrid", "auto"):
         from ..hybrid import HybridEngine
 
         engine = HybridEngine(dlm.model, ar.model, dlm.tokenizer, verifier_tokenizer=ar.tokenizer)
-        kwargs = {"mode": "hybrid"}
+        kwargs = {"mode": mode}
     else:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
 
     def decode(
         prompts: list[str], sessions: list[Any], config: GenerationConfig, priors: list[str | None]
-    ) -> tuple[list[str], list[Any], float]:
+    ) -> tuple[list[str], list[Any], float, list[str | None]]:
         t0 = time.perf_counter()
-        if config.score_choices and mode != "hybrid":
-            kwargs["choice_priors"] = priors
+        # Every mode reads the priors (hybrid's verifier makes the choices as ARDecoder does).
+        choice = {"choice_priors": priors} if config.score_choices else {}
         result = engine.generate(
-            prompts, config, constraints=sessions if sessions else None, **kwargs
+            prompts, config, constraints=sessions if sessions else None, **kwargs, **choice
         )
         seconds = time.perf_counter() - t0
         texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
-        return list(texts), list(result.stats.rows), seconds
+        served: list[str | None] = [None] * len(texts)
+        if mode == "auto":
+            served = [s.mode for s in result.stats.served]
+        return list(texts), list(result.stats.rows), seconds, served
 
     return decode
 
@@ -235,8 +249,8 @@ def evaluate(
                 else []
             )
             priors = [samples[i].choice_prior() for i in chunk]
-            texts, rows, seconds = decode(prompts, sessions, config, priors)
-            for i, text, row in zip(chunk, texts, rows, strict=True):
+            texts, rows, seconds, served = decode(prompts, sessions, config, priors)
+            for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
                     CaseResult(
@@ -247,6 +261,7 @@ def evaluate(
                         seconds=seconds / len(chunk),
                         tokens=int(getattr(row, "tokens", 0)),
                         forwards=int(getattr(row, "nfe", 0)),
+                        served=by,
                         **score(s, text, schemas[i]),
                     )
                 )
@@ -294,6 +309,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
             faithful = [r.faithful_final for r in group if r.faithful_final is not None]
             tokens = sum(r.tokens for r in group)
             forwards = sum(r.forwards for r in group)
+            served = [r.served == "hybrid" for r in group if r.served is not None]
             out[mode][name] = {
                 "cases": len(group),
                 "tool_choice": _rate([r.tool_choice for r in calls]),
@@ -304,6 +320,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
                 "faithful_final": _rate(faithful),
                 "ms_per_step": round(1000 * statistics.mean(r.seconds for r in group), 1),
                 "tokens_per_forward": round(tokens / forwards, 2) if forwards else float("nan"),
+                "hybrid_served": _rate(served),
             }
     return out
 
@@ -320,12 +337,16 @@ def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
         "faithful_final",
         "ms_per_step",
         "tokens_per_forward",
+        "hybrid_served",
     )
+    nan = float("nan")  # reports written before a column existed lack it
     head = f"{'mode':<10} {'group':<13} " + " ".join(f"{c:>14}" for c in cols)
     lines = [head, "-" * len(head)]
     for mode, groups in summary.items():
         for domain, m in groups.items():
-            lines.append(f"{mode:<10} {domain:<13} " + " ".join(f"{m[c]:>14}" for c in cols))
+            lines.append(
+                f"{mode:<10} {domain:<13} " + " ".join(f"{m.get(c, nan):>14}" for c in cols)
+            )
     return "\n".join(lines)
 
 

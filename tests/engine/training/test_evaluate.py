@@ -158,3 +158,35 @@ def test_train_split_cases_come_from_the_training_pools() -> None:
     assert [c.prompt() for c in train] != [c.prompt() for c in held]
     with pytest.raises(ValueError, match="split"):
         eval_cases(1, split="test")  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def shipped_pair() -> tuple[object, object]:
+    """The embedded drafter and verifier (random weights never reach a tool call)."""
+    return load_checkpoint("agentflow-tiny-dlm"), load_checkpoint("agentflow-tiny-ar")
+
+
+@pytest.mark.slow
+def test_hybrid_rows_equal_the_ar_rows_with_closed_choices(
+    shipped_pair: tuple[object, object],
+) -> None:
+    # Both read the choice prior (on these cases its lift changes two tool names).
+    dlm, ar = shipped_pair
+    config = GenerationConfig(max_new_tokens=96, block_length=16, score_choices=True)
+    report = evaluate(dlm, ar, modes=("ar", "hybrid"), n=8, seed=1, batch_size=8, config=config)
+    by_mode = {m: [c.text for c in report.cases if c.mode == m] for m in ("ar", "hybrid")}
+    assert by_mode["hybrid"] == by_mode["ar"]
+
+
+@pytest.mark.slow
+def test_auto_mode_reports_which_mode_served_each_case(
+    shipped_pair: tuple[object, object],
+) -> None:
+    dlm, ar = shipped_pair
+    config = GenerationConfig(max_new_tokens=96, block_length=16)
+    report = evaluate(dlm, ar, modes=("auto",), n=4, seed=1, batch_size=4, config=config)
+    served = [c.served for c in report.cases]
+    assert len(served) == 4 and set(served) <= {"diffusion", "hybrid"}
+    share = report.summary["auto"]["all"]["hybrid_served"]
+    assert share == 100.0 * served.count("hybrid") / 4
+    assert "hybrid_served" in format_table(report.summary)
