@@ -15,6 +15,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
+from .canonical_pairs import CanonicalPairs
 from .chat_template import END, MASK, PAD
 from .errors import CheckpointError, TokenizerMismatchError
 
@@ -103,6 +104,11 @@ class Tokenizer:
         ):  # SentencePiece byte fallback
             return bytes([int(piece[3:5], 16)])
         return piece.replace("▁", " ").encode("utf-8")
+
+    @cached_property
+    def canonical_pairs(self) -> CanonicalPairs:
+        """Which token may follow which in this tokenizer's own output (built lazily)."""
+        return CanonicalPairs(self)
 
     @cached_property
     def fingerprint(self) -> str:

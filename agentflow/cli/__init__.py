@@ -155,6 +155,17 @@ def add_text_threshold_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_canonical_argument(parser: argparse.ArgumentParser) -> None:
+    """``--canonical`` / ``--no-canonical`` (constraint sessions' ``canonical``)."""
+    parser.add_argument(
+        "--canonical",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="constrained: keep the output on the tokenizer's own segmentation (a token "
+        "the tokenizer would merge with its neighbour is refused) (default: off)",
+    )
+
+
 def load_model(spec: str | None, *, base_url: str | None = None) -> Model:
     """A model from a ``--model`` value (see :func:`agentflow.models.infer_model`).
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from agentflow.cli import (
+    add_canonical_argument,
     add_score_choices_argument,
     add_text_threshold_argument,
     score_choices_setting,
@@ -69,6 +70,7 @@ def add_parser(subparsers: Any) -> None:
     )
     add_score_choices_argument(parser)
     add_text_threshold_argument(parser)
+    add_canonical_argument(parser)
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -150,6 +152,7 @@ def run(args: argparse.Namespace) -> int:
         config=config,
         progress=progress,
         split=args.split,
+        canonical=args.canonical,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

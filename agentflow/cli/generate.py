@@ -20,6 +20,7 @@ from typing import Any
 
 from agentflow.cli import (
     CLIError,
+    add_canonical_argument,
     add_score_choices_argument,
     add_text_threshold_argument,
     score_choices_setting,
@@ -109,6 +110,7 @@ def add_parser(subparsers: Any) -> None:
     )
     add_score_choices_argument(parser)
     add_text_threshold_argument(parser)
+    add_canonical_argument(parser)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -133,7 +135,9 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
         raise CLIError(str(exc)) from exc
 
 
-def _schema_constraint(path: Path, loaded: LoadedModel, budget: int) -> DecodeConstraint:
+def _schema_constraint(
+    path: Path, loaded: LoadedModel, budget: int, *, canonical: bool = False
+) -> DecodeConstraint:
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -142,7 +146,9 @@ def _schema_constraint(path: Path, loaded: LoadedModel, budget: int) -> DecodeCo
         raise CLIError(f"schema file {str(path)!r} is not valid JSON: {exc.msg}") from exc
     from agentflow.engine.constraints import compile_constraint
 
-    return compile_constraint(schema, loaded.tokenizer).session(max_tokens=budget)
+    return compile_constraint(schema, loaded.tokenizer).session(
+        max_tokens=budget, canonical=canonical
+    )
 
 
 def _diffusion(
@@ -240,7 +246,9 @@ def run(args: argparse.Namespace) -> int:
     if not ids:
         raise CLIError("the prompt is empty")
     constraint = (
-        _schema_constraint(args.schema, loaded, config.max_new_tokens) if args.schema else None
+        _schema_constraint(args.schema, loaded, config.max_new_tokens, canonical=args.canonical)
+        if args.schema
+        else None
     )
     streamer = None if args.json else _Streamer(loaded)
     result = DECODERS[mode](loaded, args, ids, config, constraint, streamer)

@@ -20,7 +20,10 @@ each denoising step of a block:
   A greedy pick that fails is replaced by what keeps the model's intent
   (:mod:`.refused_picks`) before the masked argmax;
 - ``commit``: positions in confidence order, one by one, re-sweeping (incrementally) after each;
-- ``jump_forward``: forced tokens at the leftmost mask, without a forward pass.
+- ``jump_forward``: forced tokens at the leftmost mask, without a forward pass;
+- with ``canonical=True``, tokens must also pair canonically with their clean
+  neighbours (:mod:`agentflow.engine.canonical_pairs`): a token the tokenizer
+  would have merged with its neighbour is refused while a canonical one is allowed.
 
 The same session masks autoregressive decoding (``next_token_mask``,
 ``forced_tokens``, ``advance``, ``checkpoint``/``rollback``).
@@ -45,6 +48,7 @@ from .closed_choices import Candidate, candidates_at
 from .free_text import free_text_states
 from .jump_forward import ForcedText, forced_run
 from .refused_picks import ByteNeighbours, repick
+from .session_canonical import SessionCanonical
 from .session_choices import SessionChoices
 
 if TYPE_CHECKING:
@@ -142,27 +146,35 @@ class Constraint:
             )
         return bool(self._free_text[state])
 
-    def session(self, max_tokens: int | None = None) -> ConstraintSession:
+    def session(
+        self, max_tokens: int | None = None, *, canonical: bool = False
+    ) -> ConstraintSession:
         """A fresh per-request state at the automaton's initial state.
 
         With ``max_tokens`` (the request's ``max_new_tokens``) the session only
         allows tokens after which the end can still be reached within the
-        budget, so the answer is complete when the budget runs out.
+        budget, so the answer is complete when the budget runs out. With
+        ``canonical`` it also keeps the output on the tokenizer's own
+        segmentation (docs/constraints.md, "Canonical pairs").
         """
         if max_tokens is not None and max_tokens < 1:
             raise ValueError(f"max_tokens must be >= 1 or None, got {max_tokens}")
-        return ConstraintSession(self, max_tokens)
+        return ConstraintSession(self, max_tokens, canonical=canonical)
 
 
-class ConstraintSession(SessionChoices):
+class ConstraintSession(SessionChoices, SessionCanonical):
     """Per-request constraint state implementing :class:`~.protocol.DecodeConstraint`."""
 
-    def __init__(self, constraint: Constraint, max_tokens: int | None = None) -> None:
+    def __init__(
+        self, constraint: Constraint, max_tokens: int | None = None, *, canonical: bool = False
+    ) -> None:
         self._c = constraint
         self._t = constraint.host
         self._state = constraint.automaton.initial_state
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
+        self._last: int | None = None  # the prefix's last token (None: none yet)
+        self._pairs = constraint.tokenizer.canonical_pairs if canonical else None
         self._row: BlockSweep | None = None  # the sweeps of the block being denoised
         # (block position, token): the forced text's next token, left to the model by
         # the last jump-forward; a greedy pick there that the constraint refuses takes it.
@@ -180,16 +192,19 @@ class ConstraintSession(SessionChoices):
         """True once the end token has been committed from a final state."""
         return self._state == self._c.automaton.done_state
 
-    def checkpoint(self) -> tuple[int, int]:
-        """The prefix state (automaton state, tokens used); pass it to :meth:`rollback`."""
-        return (self._state, self._used)
+    def checkpoint(self) -> tuple[int, int, int | None]:
+        """The prefix state (automaton state, tokens used, last token); pass it to :meth:`rollback`."""
+        return (self._state, self._used, self._last)
 
-    def rollback(self, snapshot: tuple[int, int]) -> None:
+    def rollback(self, snapshot: tuple[int, int, int | None]) -> None:
         """Restore the prefix state saved by :meth:`checkpoint`."""
-        state, used = snapshot
+        try:
+            state, used, last = snapshot
+        except (TypeError, ValueError):
+            raise ValueError(f"snapshot {snapshot!r} is not a checkpoint of this session") from None
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
-        self._state, self._used = state, used
+        self._state, self._used, self._last = state, used, last
 
     def _exit_level(self, after: int) -> int:
         """States allowed once ``after`` more tokens follow the prefix, as a level of ``dist``."""
@@ -223,9 +238,17 @@ class ConstraintSession(SessionChoices):
                 f"no completion of this block satisfies the constraint (prefix state {self._state})"
             )
 
-    def _masks(self, row: BlockSweep, positions: Sequence[int], device: torch.device) -> Tensor:
+    def _masks(
+        self,
+        row: BlockSweep,
+        tokens: list[int],
+        masked: list[bool],
+        positions: Sequence[int],
+        device: torch.device,
+    ) -> Tensor:
         """Packed allowed masks int32 [len(positions), ceil(V/32)] on ``device``."""
-        return pack_rows(np.stack([row.allowed(p) for p in positions])).to(device)
+        rows = [self._allowed_at(row, tokens, masked, p) for p in positions]
+        return pack_rows(np.stack(rows)).to(device)
 
     def _select_allowed(
         self, rows: Tensor, allowed: Tensor, temperature: float, seed: int | None
@@ -276,10 +299,18 @@ class ConstraintSession(SessionChoices):
         rows = logits[positions]
         tok, conf = constrained_select(rows, None, temperature, seed, backend=self._c.backend)
         picks = tok.tolist()
-        fails = [k for k, pos in enumerate(positions) if not row.allows(pos, picks[k])]
+        tl, ml = tokens.tolist(), masked.tolist()
+        fails = [
+            k for k, pos in enumerate(positions) if not self._allows(row, tl, ml, pos, picks[k])
+        ]
         if fails and temperature == 0:  # greedy: no row-keyed noise, re-pick the failed rows only
             failed = [positions[k] for k in fails]
-            allowed_at = np.stack([row.allowed(p) for p in failed])
+            allowed_at = np.stack(
+                [
+                    self._allowed_at(row, tl, ml, p, refused=picks[k])
+                    for p, k in zip(failed, fails, strict=True)
+                ]
+            )
             sub = torch.tensor(fails, dtype=torch.int64, device=rows.device)
             masks = pack_rows(allowed_at).to(rows.device)
             sub_rows = rows[sub]
@@ -296,7 +327,7 @@ class ConstraintSession(SessionChoices):
         elif fails:
             words = (self._c.vocab_size + 31) // 32
             allowed = torch.full((len(positions), words), -1, dtype=torch.int32)
-            allowed[fails] = self._masks(row, [positions[k] for k in fails], allowed.device)
+            allowed[fails] = self._masks(row, tl, ml, [positions[k] for k in fails], allowed.device)
             tok, conf = self._select_allowed(rows, allowed.to(rows.device), temperature, seed)
         idx = torch.tensor(positions, dtype=torch.int64, device=out_tok.device)
         out_tok[idx] = tok.to(out_tok.device)
@@ -348,7 +379,12 @@ class ConstraintSession(SessionChoices):
                 ):
                     break
             token = int(picks[pos])
-            if not row.allows(pos, token):
+            allowed = (
+                row.allows(pos, token)
+                if self._pairs is None
+                else self._allows(row, tokens.tolist(), masked.tolist(), pos, token)
+            )
+            if not allowed:
                 continue
             tokens[pos] = token
             masked[pos] = False
@@ -358,8 +394,8 @@ class ConstraintSession(SessionChoices):
         # Every proposal was invalidated: pick again at the most confident position.
         pos = order[0]
         rows = self._logits(logits, length)[pos : pos + 1]
-        allowed = self._masks(row, [pos], rows.device)
-        tok, _ = self._select_allowed(rows, allowed, temperature, seed)
+        mask = self._masks(row, tokens.tolist(), masked.tolist(), [pos], rows.device)
+        tok, _ = self._select_allowed(rows, mask, temperature, seed)
         token = int(tok[0])
         if token < 0:
             raise InfeasibleConstraintError(f"no allowed token at block position {pos}")
@@ -421,7 +457,7 @@ class ConstraintSession(SessionChoices):
         ok = t.level(self._exit_level(1))[t.next_states[lo:hi]]
         bits = np.zeros(t.vocab_size, dtype=bool)
         bits[t.tokens[lo:hi][ok]] = True
-        return bits
+        return self._after_last(bits)
 
     def next_token_mask(self) -> Tensor:
         """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
@@ -458,6 +494,8 @@ class ConstraintSession(SessionChoices):
             state = nxt
         self._state = state
         self._used += len(token_ids)
+        if len(token_ids):
+            self._last = int(token_ids[-1])
 
 
 def _to_cpu(tables: SweepTables) -> SweepTables:

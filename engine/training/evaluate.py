@@ -216,9 +216,10 @@ def evaluate(
     config: GenerationConfig | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     split: Split = "heldout",
+    canonical: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
-    in each mode and score them."""
+    in each mode and score them; ``canonical`` goes to the constraint sessions."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     samples = eval_cases(n, seed, split)
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
@@ -242,7 +243,9 @@ def evaluate(
             prompts = [samples[i].prompt() for i in chunk]
             sessions = (
                 [
-                    compiled[json.dumps(schemas[i], sort_keys=True)].session(config.max_new_tokens)
+                    compiled[json.dumps(schemas[i], sort_keys=True)].session(
+                        config.max_new_tokens, canonical=canonical
+                    )
                     for i in chunk
                 ]
                 if constrained
@@ -273,6 +276,7 @@ def evaluate(
         "split": split,
         "batch_size": batch_size,
         "constrained": constrained,
+        "canonical": canonical,
         "generation": asdict(config),
         "modes": list(modes),
     }

@@ -97,11 +97,17 @@ def engines(tokenizer: Tokenizer) -> tuple[DiffusionEngine, ARDecoder]:
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
-@given(schema=schemas(), temperature=st.sampled_from([0.0, 1.0]), seed=st.integers(0, 2**16))
+@given(
+    schema=schemas(),
+    temperature=st.sampled_from([0.0, 1.0]),
+    seed=st.integers(0, 2**16),
+    canonical=st.booleans(),
+)
 def test_generated_text_always_validates(
     schema: dict[str, Any],
     temperature: float,
     seed: int,
+    canonical: bool,
     engines: tuple[DiffusionEngine, ARDecoder],
     build_automaton: Callable[[str], TokenAutomaton],
     tokenizer: Tokenizer,
@@ -115,7 +121,7 @@ def test_generated_text_always_validates(
     )
     prompt = tokenizer.encode("Answer in JSON:")
     for engine in engines:
-        session = constraint.session(max_tokens=budget)
+        session = constraint.session(max_tokens=budget, canonical=canonical)
         result = engine.generate([prompt], config, constraints=[session])
         text = tokenizer.decode(result.sequences[0], skip_special=True)
         value = json.loads(text)
