@@ -79,6 +79,9 @@ _PACKAGED_VERIFIER = "agentflow-tiny-ar"
 #: ``GenerationConfig.text_threshold`` by default: chosen on a held-out set of its own
 #: (docs/constraints.md, "Free text, one sure token at a time").
 TEXT_THRESHOLD = 0.99
+#: Constraint sessions keep the output on the tokenizer's own segmentation (measured on
+#: three held-out sets: docs/constraints.md, "Canonical pairs").
+CANONICAL = True
 
 
 class EmbeddedModel:
@@ -93,7 +96,8 @@ class EmbeddedModel:
     conversation without its request (``score_choices``, docs/constraints.md), in
     every mode (hybrid output stays the verifier's own), and diffusion steps write
     free text such as copied arguments only where each token is sure
-    (``text_threshold``).
+    (``text_threshold``); every mode's constraint keeps the output on the
+    tokenizer's own segmentation (canonical pairs).
     """
 
     def __init__(
@@ -240,7 +244,9 @@ class EmbeddedModel:
         ready: list[_Job] = []
         for job in jobs:
             try:
-                sessions.append(self.constraint(job.schema).session(config.max_new_tokens))
+                sessions.append(
+                    self.constraint(job.schema).session(config.max_new_tokens, canonical=CANONICAL)
+                )
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc

@@ -188,6 +188,11 @@ class ConstraintSession(SessionChoices, SessionCanonical):
         return self._state
 
     @property
+    def canonical(self) -> bool:
+        """True when the session keeps output on the tokenizer's own segmentation."""
+        return self._pairs is not None
+
+    @property
     def done(self) -> bool:
         """True once the end token has been committed from a final state."""
         return self._state == self._c.automaton.done_state

@@ -229,6 +229,8 @@ async def test_steps_pass_the_conversation_without_its_request_as_the_choice_pri
     (call,) = seen
     assert call["config"].score_choices is True
     assert call["config"].text_threshold == 0.99  # copied values commit only where sure
+    (session,) = call["constraints"]
+    assert session.canonical  # the tokenizer's own segmentation
     prior = render_prompt([], req.tools, instructions=req.instructions)  # no user message left
     assert call["choice_priors"] == [prior]
     assert render_choice_prior([ChatMessage(role="assistant", content="hi")]) is None

@@ -81,6 +81,7 @@ def test_autoregressive_mask_drops_the_second_half_of_a_split_word(
     masks = {}
     for canonical in (False, True):
         session = constraint.session(canonical=canonical)
+        assert session.canonical is canonical
         session.advance([*tokenizer.encode('"'), left])
         masks[canonical] = unpack_bits(session.next_token_mask(), tokenizer.vocab_size)
     assert bool(masks[False][right]) and not bool(masks[True][right])
