@@ -26,7 +26,8 @@ each denoising step of a block:
   would have merged with its neighbour is refused while a canonical one is allowed.
 
 The same session masks autoregressive decoding (``next_token_mask``,
-``forced_tokens``, ``advance``, ``checkpoint``/``rollback``).
+``forced_tokens``: :mod:`.session_autoregressive`; ``advance``,
+``checkpoint``/``rollback``).
 """
 
 from __future__ import annotations
@@ -48,14 +49,12 @@ from .closed_choices import Candidate, candidates_at
 from .free_text import free_text_states
 from .jump_forward import ForcedText, forced_run
 from .refused_picks import ByteNeighbours, repick
+from .session_autoregressive import SessionAutoregressive
 from .session_canonical import SessionCanonical
 from .session_choices import SessionChoices
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
-
-#: Upper bound on the tokens :meth:`ConstraintSession.forced_tokens` returns at once.
-MAX_FORCED_TOKENS = 256
 
 
 class Constraint:
@@ -162,7 +161,7 @@ class Constraint:
         return ConstraintSession(self, max_tokens, canonical=canonical)
 
 
-class ConstraintSession(SessionChoices, SessionCanonical):
+class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical):
     """Per-request constraint state implementing :class:`~.protocol.DecodeConstraint`."""
 
     def __init__(
@@ -453,38 +452,7 @@ class ConstraintSession(SessionChoices, SessionCanonical):
         """Advance the prefix state over a fully committed block."""
         self.advance(tokens.tolist())
 
-    # -- autoregressive decoding --
-
-    def _next_allowed(self) -> np.ndarray:
-        """bool [V]: the tokens allowed right after the prefix, within the budget."""
-        t = self._t
-        lo, hi = int(t.offsets[self._state]), int(t.offsets[self._state + 1])
-        ok = t.level(self._exit_level(1))[t.next_states[lo:hi]]
-        bits = np.zeros(t.vocab_size, dtype=bool)
-        bits[t.tokens[lo:hi][ok]] = True
-        return self._after_last(bits)
-
-    def next_token_mask(self) -> Tensor:
-        """Allowed-token bitmask int32 [ceil(V/32)] for the next token after the prefix."""
-        return pack_rows(self._next_allowed()[None, :])[0].to(self._c.tables.offsets.device)
-
-    def refused_pick(self, token: int, logits: Tensor) -> int | None:
-        """The token to take after the prefix when the greedy ``token`` is refused: the
-        allowed token closest to it (:mod:`.refused_picks`), or None."""
-        return self._c.neighbours().closest(token, self._next_allowed(), logits)
-
-    def forced_tokens(self) -> list[int]:
-        """Tokens forced right after the prefix (not consumed; :meth:`advance` them)."""
-        if self.done:
-            return []
-        return forced_run(
-            self._t,
-            self._c.forced,
-            self._state,
-            MAX_FORCED_TOKENS,
-            lambda k: self._t.level(self._exit_level(k + 1)),
-            stop_at=self._c.automaton.done_state,
-        ).tokens
+    # -- the prefix (autoregressive methods: :mod:`.session_autoregressive`) --
 
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
