@@ -41,21 +41,11 @@ class CanonicalPairs:
 
     def after(self, left: int) -> np.ndarray | None:
         """bool [V]: the tokens that may follow ``left``; None when any may (special ``left``)."""
-        if not 0 <= left < self.vocab_size or self._bytes[left] is None:
-            return None
-        row = self._after.get(left)
-        if row is None:
-            row = self._after[left] = self._row(left, left_side=True)
-        return row
+        return self._cached(left, self._after, left_side=True)
 
     def before(self, right: int) -> np.ndarray | None:
         """bool [V]: the tokens that may precede ``right``; None when any may."""
-        if not 0 <= right < self.vocab_size or self._bytes[right] is None:
-            return None
-        row = self._before.get(right)
-        if row is None:
-            row = self._before[right] = self._row(right, left_side=False)
-        return row
+        return self._cached(right, self._before, left_side=False)
 
     def allows(self, left: int | None, right: int | None) -> bool:
         """True unless ``left`` then ``right`` is a non-canonical pair."""
@@ -65,6 +55,16 @@ class CanonicalPairs:
         if row is None or not 0 <= right < self.vocab_size:
             return True
         return bool(row[right])
+
+    def _cached(
+        self, token: int, rows: dict[int, np.ndarray], *, left_side: bool
+    ) -> np.ndarray | None:
+        if not 0 <= token < self.vocab_size or self._bytes[token] is None:
+            return None
+        row = rows.get(token)
+        if row is None:
+            row = rows[token] = self._row(token, left_side=left_side)
+        return row
 
     def _row(self, token: int, *, left_side: bool) -> np.ndarray:
         fixed = self._bytes[token]

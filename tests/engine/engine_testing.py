@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
+from agentflow.engine.tokenizer import Tokenizer
 
 
 class FixedAnswer:
@@ -140,3 +141,27 @@ def make_model(config: ModelConfig, seed: int = 0, peak: float = 40.0) -> Transf
         head = model.tok_embeddings if model.output is None else model.output
         head.weight.mul_(peak)
     return model.eval()
+
+
+def split_word(tokenizer: Tokenizer, *, one_byte_right: bool = False) -> tuple[int, int, int]:
+    """(whole, left, right): a lower-case letter-run token the tokenizer writes for its
+    own bytes, which are left's bytes then right's (with ``one_byte_right``: right is
+    one byte that no token joins to a following quote)."""
+    by_bytes = {
+        tokenizer.token_bytes(i): i
+        for i in range(tokenizer.vocab_size)
+        if i not in tokenizer.special_ids
+    }
+    for piece, whole in sorted(by_bytes.items()):
+        if len(piece) < 3 or not (piece.isalpha() and piece.islower()):
+            continue
+        if tokenizer.encode(piece.decode()) != [whole]:
+            continue
+        for cut in range(1, len(piece)):
+            left, right = by_bytes.get(piece[:cut]), by_bytes.get(piece[cut:])
+            if left is None or right is None:
+                continue
+            if one_byte_right and (cut != len(piece) - 1 or piece[cut:] + b'"' in by_bytes):
+                continue
+            return whole, left, right
+    raise AssertionError("the tokenizer has no splittable word token")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from engine_testing import split_word
 
 from agentflow.engine.canonical_pairs import CanonicalPairs
 from agentflow.engine.tokenizer import Tokenizer
@@ -15,28 +16,6 @@ TEXTS = [
     '{"final":"Order 58213 has shipped.","ok":true,"tags":["a","b"]}',
     "  spaces,\tpunctuation!!! and caps: HELLO world",
 ]
-
-
-def _split_word(tokenizer: Tokenizer) -> tuple[int, int, int]:
-    """(whole, left, right): a token the tokenizer uses for a letter run of its own
-    whose bytes are two other tokens' bytes, left then right."""
-    by_bytes = {
-        tokenizer.token_bytes(i): i
-        for i in range(tokenizer.vocab_size)
-        if i not in tokenizer.special_ids
-    }
-    for piece, whole in sorted(by_bytes.items()):
-        if (
-            len(piece) < 3
-            or not (piece.isalpha() and piece.islower())
-            or tokenizer.encode(piece.decode()) != [whole]
-        ):
-            continue
-        for cut in range(1, len(piece)):
-            left, right = by_bytes.get(piece[:cut]), by_bytes.get(piece[cut:])
-            if left is not None and right is not None:
-                return whole, left, right
-    raise AssertionError("the tokenizer has no splittable word token")
 
 
 def test_the_tokenizers_own_output_has_only_canonical_pairs(tokenizer: Tokenizer) -> None:
@@ -50,7 +29,7 @@ def test_the_tokenizers_own_output_has_only_canonical_pairs(tokenizer: Tokenizer
 
 def test_a_word_split_in_two_is_refused_both_ways(tokenizer: Tokenizer) -> None:
     pairs = CanonicalPairs(tokenizer)
-    whole, left, right = _split_word(tokenizer)
+    whole, left, right = split_word(tokenizer)
     assert tokenizer.decode([left, right]) == tokenizer.decode([whole])
     assert not pairs.allows(left, right)
     after, before = pairs.after(left), pairs.before(right)
@@ -62,7 +41,7 @@ def test_a_word_split_in_two_is_refused_both_ways(tokenizer: Tokenizer) -> None:
 
 def test_special_tokens_and_missing_neighbours_are_never_refused(tokenizer: Tokenizer) -> None:
     pairs = CanonicalPairs(tokenizer)
-    _, left, right = _split_word(tokenizer)
+    _, left, right = split_word(tokenizer)
     end = tokenizer.end_id
     assert end is not None
     assert pairs.after(end) is None and pairs.before(end) is None

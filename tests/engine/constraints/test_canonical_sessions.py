@@ -8,12 +8,13 @@ from collections.abc import Callable
 
 import pytest
 import torch
+from engine_testing import make_config, make_model, split_word
 
 from agentflow.engine.autoregressive import ARDecoder
 from agentflow.engine.constraints.automaton import TokenAutomaton
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.generation import GenerationConfig
-from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
+from agentflow.engine.model import AttentionMode, Transformer
 from agentflow.engine.sampler import DiffusionEngine
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.kernels import unpack_bits
@@ -23,49 +24,20 @@ WORDS = r'"[a-z ]{0,40}"'
 LONG_WORDS = r'"[a-z ]{24,48}"'
 
 
-def _split_word(tokenizer: Tokenizer, *, one_byte_right: bool = False) -> tuple[int, int, int]:
-    """(whole, left, right): a letter-run token whose bytes are left's then right's
-    (with ``one_byte_right``: right is one byte, which no token joins to a quote)."""
-    by_bytes = {
-        tokenizer.token_bytes(i): i
-        for i in range(tokenizer.vocab_size)
-        if i not in tokenizer.special_ids
+def _special(tokenizer: Tokenizer) -> dict[str, object]:
+    """Model config fields that follow the tokenizer."""
+    return {
+        "vocab_size": tokenizer.vocab_size,
+        "mask_token_id": tokenizer.mask_id,
+        "end_token_id": tokenizer.end_id,
+        "pad_token_id": tokenizer.pad_id,
     }
-    for piece, whole in sorted(by_bytes.items()):
-        if (
-            len(piece) < 3
-            or not (piece.isalpha() and piece.islower())
-            or tokenizer.encode(piece.decode()) != [whole]
-        ):
-            continue
-        for cut in range(1, len(piece)):
-            left, right = by_bytes.get(piece[:cut]), by_bytes.get(piece[cut:])
-            if left is None or right is None:
-                continue
-            if one_byte_right and (cut != len(piece) - 1 or piece[cut:] + b'"' in by_bytes):
-                continue
-            return whole, left, right
-    raise AssertionError("the tokenizer has no splittable word token")
 
 
 def _model(tokenizer: Tokenizer, attention: AttentionMode) -> Transformer:
-    config = ModelConfig(
-        vocab_size=tokenizer.vocab_size,
-        dim=32,
-        n_layers=1,
-        n_heads=2,
-        n_kv_heads=1,
-        ffn_dim=64,
-        max_seq_len=256,
-        attention=attention,
-        block_length=8,
-        mask_token_id=tokenizer.mask_id,
-        end_token_id=tokenizer.end_id,
-        pad_token_id=tokenizer.pad_id,
-    )
-    model = Transformer(config)
-    model.init_weights(7)
-    return model.eval()
+    """A tiny random model over ``tokenizer`` (unscaled head: sampled text is varied)."""
+    config = make_config(attention, block_length=8, **_special(tokenizer))
+    return make_model(config, seed=7, peak=1.0)
 
 
 def _non_canonical_pairs(tokenizer: Tokenizer, ids: list[int]) -> int:
@@ -73,10 +45,10 @@ def _non_canonical_pairs(tokenizer: Tokenizer, ids: list[int]) -> int:
     return sum(not pairs.allows(a, b) for a, b in itertools.pairwise(ids))
 
 
-def test_autoregressive_mask_drops_the_second_half_of_a_split_word(
+def test_autoregressive_mask_drops_the_second_half_of_asplit_word(
     build_automaton: Build, tokenizer: Tokenizer
 ) -> None:
-    _, left, right = _split_word(tokenizer)
+    _, left, right = split_word(tokenizer)
     constraint = Constraint(build_automaton(WORDS), tokenizer)
     masks = {}
     for canonical in (False, True):
@@ -93,7 +65,7 @@ def test_autoregressive_mask_drops_the_second_half_of_a_split_word(
 def test_autoregressive_mask_falls_back_when_every_continuation_is_a_split(
     build_automaton: Build, tokenizer: Tokenizer
 ) -> None:
-    whole, left, right = _split_word(tokenizer, one_byte_right=True)
+    whole, left, right = split_word(tokenizer, one_byte_right=True)
     word = tokenizer.decode([whole])
     constraint = Constraint(build_automaton('"' + re.escape(word) + '"'), tokenizer)
     session = constraint.session(canonical=True)
@@ -108,7 +80,7 @@ def test_autoregressive_mask_falls_back_when_every_continuation_is_a_split(
 def test_checkpoint_and_rollback_restore_the_last_token(
     build_automaton: Build, tokenizer: Tokenizer
 ) -> None:
-    _, left, _ = _split_word(tokenizer)
+    _, left, _ = split_word(tokenizer)
     session = Constraint(build_automaton(WORDS), tokenizer).session(canonical=True)
     session.advance([*tokenizer.encode('"'), left])
     snap = session.checkpoint()
@@ -123,7 +95,7 @@ def test_checkpoint_and_rollback_restore_the_last_token(
 def test_a_block_commit_refuses_a_split_next_to_a_clean_token(
     build_automaton: Build, tokenizer: Tokenizer
 ) -> None:
-    _, left, right = _split_word(tokenizer)
+    _, left, right = split_word(tokenizer)
     quote = tokenizer.encode('"')[0]
     constraint = Constraint(build_automaton(WORDS), tokenizer)
     v = tokenizer.vocab_size
@@ -185,16 +157,9 @@ def test_greedy_hybrid_stays_the_verifiers_own_output(
 ) -> None:
     """Drafts and verification read the same canonical sessions: greedy hybrid output is
     the AR model's, token for token, and the rule does change what the AR model writes."""
-    from engine_testing import make_config, make_model
-
     from agentflow.engine.hybrid import HybridEngine
 
-    special = {
-        "vocab_size": tokenizer.vocab_size,
-        "mask_token_id": tokenizer.mask_id,
-        "end_token_id": tokenizer.end_id,
-        "pad_token_id": tokenizer.pad_id,
-    }
+    special = _special(tokenizer)
     constraint = Constraint(build_automaton(LONG_WORDS), tokenizer)
     config = GenerationConfig(max_new_tokens=64, block_length=8)
     prompt = tokenizer.encode("Answer:")
