@@ -51,23 +51,15 @@ class SessionCanonical:
         allowed = row.allowed(pos)
         if self._pairs is None:
             return allowed
-        v = allowed.shape[0]
-        keep = allowed.copy()
         left, right = self._pair_neighbours(tokens, masked, pos)
-        after = self._pairs.after(left) if left is not None else None
-        before = self._pairs.before(right) if right is not None else None
-        if after is not None:
-            keep &= after[:v]
-        if before is not None:
-            keep &= before[:v]
-        if (
-            refused is not None
-            and 0 <= refused < v
-            and keep[refused]
+        dead = (
+            refused
+            if refused is not None
+            and 0 <= refused < allowed.shape[0]
             and self._dead_end(row, masked, pos, refused)
-        ):
-            keep[refused] = False
-        return keep if keep.any() else allowed
+            else None
+        )
+        return self._narrow(allowed, left, right, dead)
 
     def _allows(
         self, row: BlockSweep, tokens: list[int], masked: list[bool], pos: int, token: int
@@ -111,10 +103,24 @@ class SessionCanonical:
     def _after_last(self, allowed: np.ndarray) -> np.ndarray:
         """bool [V]: the tokens allowed right after the prefix (autoregressive use),
         narrowed to those pairing canonically with its last token unless none does."""
-        if self._pairs is None or self._last is None:
+        if self._pairs is None:
             return allowed
-        after = self._pairs.after(self._last)
-        if after is None:
-            return allowed
-        keep = allowed & after[: allowed.shape[0]]
+        return self._narrow(allowed, self._last, None, None)
+
+    def _narrow(
+        self, allowed: np.ndarray, left: int | None, right: int | None, dead: int | None
+    ) -> np.ndarray:
+        """``allowed`` without the tokens that pair non-canonically with ``left`` or
+        ``right`` and without ``dead``, unless that leaves none."""
+        assert self._pairs is not None
+        v = allowed.shape[0]
+        keep = allowed.copy()
+        after = self._pairs.after(left) if left is not None else None
+        before = self._pairs.before(right) if right is not None else None
+        if after is not None:
+            keep &= after[:v]
+        if before is not None:
+            keep &= before[:v]
+        if dead is not None:
+            keep[dead] = False
         return keep if keep.any() else allowed
