@@ -52,13 +52,9 @@ class SessionCanonical:
         if self._pairs is None:
             return allowed
         left, right = self._pair_neighbours(tokens, masked, pos)
-        dead = (
-            refused
-            if refused is not None
-            and 0 <= refused < allowed.shape[0]
-            and self._dead_end(row, masked, pos, refused)
-            else None
-        )
+        dead = None
+        if refused is not None and 0 <= refused < allowed.shape[0]:
+            dead = self._dead_token(row, masked, pos, refused, left, right)
         return self._narrow(allowed, left, right, dead)
 
     def _allows(
@@ -71,13 +67,28 @@ class SessionCanonical:
         if pairs is None:
             return True
         left, right = self._pair_neighbours(tokens, masked, pos)
-        if (
-            pairs.allows(left, token)
-            and pairs.allows(token, right)
-            and not self._dead_end(row, masked, pos, token)
-        ):
+        paired = pairs.allows(left, token) and pairs.allows(token, right)
+        dead = self._dead_token(row, masked, pos, token, left, right)
+        if paired and dead is None:
             return True
-        return bool(self._allowed_at(row, tokens, masked, pos, refused=token)[token])
+        # Refused, unless no canonical token is left at ``pos``.
+        return bool(self._narrow(row.allowed(pos), left, right, dead)[token])
+
+    def _dead_token(
+        self,
+        row: BlockSweep,
+        masked: list[bool],
+        pos: int,
+        token: int,
+        left: int | None,
+        right: int | None,
+    ) -> int | None:
+        """``token`` when it pairs canonically with its neighbours but is a dead end, else
+        None (a token the pairs already refuse needs no look ahead)."""
+        assert self._pairs is not None
+        if not (self._pairs.allows(left, token) and self._pairs.allows(token, right)):
+            return None
+        return token if self._dead_end(row, masked, pos, token) else None
 
     def _dead_end(self, row: BlockSweep, masked: list[bool], pos: int, token: int) -> bool:
         """True when no token the automaton allows after ``token`` pairs canonically with
