@@ -304,7 +304,12 @@ class ARDecoder:
             extra = p.passes - before[i]
             stats.nfe += extra
             stats.rows[live[i]].nfe += extra
-        return {q.row: res.candidate.tokens for q, res in zip(queries, results, strict=True)}
+        # next_choice makes closed choices only, which are never declined.
+        return {
+            q.row: res.candidate.tokens
+            for q, res in zip(queries, results, strict=True)
+            if res is not None
+        }
 
     def _emit(
         self,

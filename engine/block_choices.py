@@ -5,17 +5,22 @@ choice (a tool name, an enum value: :mod:`.constraints.closed_choices`) gets
 it decided whole: the block's clean tokens before it and the tokens not yet in
 the cache are the context of :func:`.choice_scoring.choose`, and the chosen
 candidate is committed like a run of model-chosen tokens, with its probability
-among the candidates as their confidence.
+among the candidates as their confidence. A copy choice the scorer declines
+(:mod:`.constraints.copy_choices`) is handed back to the session, which stops
+offering it, and the denoising step writes that value instead.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
-from .choice_scoring import ChoicePrior, ChoiceQuery, choose
+from .choice_scoring import ChoicePrior, ChoiceQuery, choose, first_logprobs
+from .constraints.closed_choices import ClosedChoice
+from .constraints.copy_choices import MAX_COPY_CANDIDATES, MAX_COPY_STARTS
 from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import Segment
 from .model import KVCache, Transformer
@@ -30,6 +35,18 @@ def open_choice(c: DecodeConstraint | None, tokens: Tensor, masked: Tensor) -> b
     )
 
 
+@dataclass(frozen=True)
+class ChoiceStep:
+    """What :func:`make_choices` did."""
+
+    #: Rows scored by a forward pass (not those whose choice had one closed candidate).
+    scored: set[int]
+    #: True when some row committed a choice.
+    filled: bool
+    #: Forward passes it took (when ``scored`` is not empty).
+    passes: int = 1
+
+
 def make_choices(
     model: Transformer,
     cache: KVCache,
@@ -41,12 +58,9 @@ def make_choices(
     confidence: Tensor,
     priors: Sequence[ChoicePrior | None],
     prior_weight: float,
-) -> set[int] | None:
-    """Fill every row's closed choice at its leftmost mask (``score_choices``).
-
-    Returns the rows scored by a forward pass (empty when every choice had one
-    candidate), or None when no row had a choice.
-    """
+) -> ChoiceStep | None:
+    """Fill every row's closed choice at its leftmost mask (``score_choices``);
+    None when no row had a choice to make."""
     tokens = current.tokens
     queries: list[ChoiceQuery] = []
     found_at: list[int] = []
@@ -63,14 +77,37 @@ def make_choices(
         found_at.append(start)
     if not queries:
         return None
+    copies = [i for i, q in enumerate(queries) if q.choice.copy]
+    if copies:  # one short pass finds where each value is likely to start
+        firsts = first_logprobs(model, cache, [queries[i] for i in copies])
+        for i, first in zip(copies, firsts, strict=True):
+            queries[i] = replace(queries[i], choice=likeliest_starts(queries[i].choice, first))
     given = [
         None if priors[q.row] is None else (priors[q.row], tokens[q.row, :start].tolist())
         for q, start in zip(queries, found_at, strict=True)
     ]
     results = choose(model, cache, queries, given, prior_weight)  # type: ignore[arg-type]
+    filled = False
     for q, start, res in zip(queries, found_at, results, strict=True):
         c = cons[q.row]
         assert isinstance(c, ChoiceConstraint)
+        if res is None:
+            c.decline_choice(tokens[q.row], masked[q.row], start)
+            continue
         c.fill_choice(tokens[q.row], masked[q.row], start, res.candidate)
         confidence[q.row, start : start + len(res.candidate.tokens)] = res.confidence
-    return {q.row for q in queries if len(q.choice.candidates) > 1}
+        filled = True
+    scored = {q.row for q in queries if len(q.choice.candidates) > 1 or q.choice.copy}
+    return ChoiceStep(scored, filled, 2 if copies else 1)
+
+
+def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:
+    """A copy choice cut to the candidates that start with one of the ``MAX_COPY_STARTS``
+    first tokens the model likes best (log-probabilities ``first``) among theirs, the
+    likeliest start's first, at most ``MAX_COPY_CANDIDATES``."""
+    starts = sorted({c.tokens[0] for c in choice.candidates}, key=lambda t: -float(first[t]))
+    rank = {t: i for i, t in enumerate(starts[:MAX_COPY_STARTS])}
+    kept = sorted(
+        (c for c in choice.candidates if c.tokens[0] in rank), key=lambda c: rank[c.tokens[0]]
+    )
+    return replace(choice, candidates=tuple(kept[:MAX_COPY_CANDIDATES]))

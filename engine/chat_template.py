@@ -193,3 +193,14 @@ def render_choice_prior(
         return None
     rest = [m for i, m in enumerate(messages) if i != users[-1]]
     return render_prompt(rest, tools, instructions=instructions)
+
+
+def copy_sources(messages: Sequence[ChatMessage]) -> list[str]:
+    """The texts the next action's argument values may be copied from: the request
+    (the last user message) and the tool results after it
+    (``ConstraintSession.copy_from``). Empty when there is no user message."""
+    users = [i for i, m in enumerate(messages) if m.role == "user"]
+    if not users:
+        return []
+    tail = messages[users[-1] :]
+    return [m.content for m in tail if m.role in ("user", "tool") and m.content]

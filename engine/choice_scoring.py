@@ -21,13 +21,15 @@ Holtzman et al. (2021, "Surface form competition").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from .constraints.closed_choices import Candidate, ClosedChoice
+from .constraints.copy_choices import COPY_MIN_CLOSE
 from .decode_batch import Segment
 from .generation import GenerationConfig
 from .model import KVCache, Transformer
@@ -200,28 +202,31 @@ def choose(
     prior_weight: float = 0.0,
     *,
     length: int | None = None,
-) -> list[ChoiceResult]:
+) -> list[ChoiceResult | None]:
     """The best candidate of each query, scored in one forward pass with the priors'
-    candidates (none when every query has a single candidate).
+    candidates (none when every query has a single closed candidate).
 
     ``priors[i]`` (a prior, the tokens between its answer so far and the choice)
     calibrates a value choice of query ``i`` by ``prior_weight`` (module docstring).
+    A copy choice (:mod:`.constraints.copy_choices`) is never calibrated, and is
+    declined (None) when the model does not end the value after its best
+    candidate (``COPY_MIN_CLOSE``).
     ``length``: read only the cache's first ``length`` positions (default: all).
     """
-    multi = [qi for qi, q in enumerate(queries) if len(q.choice.candidates) > 1]
+    multi = [qi for qi, q in enumerate(queries) if len(q.choice.candidates) > 1 or q.choice.copy]
     items: list[tuple[KVCache, ChoiceQuery, int | None]] = [
         (cache, queries[qi], length) for qi in multi
     ]
     lifted: dict[int, int] = {}  # query -> the item of its prior, scored in the same pass
     for qi in multi:
         given = priors[qi] if priors is not None else None
-        if given is not None and prior_weight > 0:
+        if given is not None and prior_weight > 0 and not queries[qi].choice.copy:
             prior, prefix = given
             lifted[qi] = len(items)
             items.append((*prior.query(queries[qi].choice, prefix, (cache, queries[qi].row)), None))
-    raw = score_parts(model, items) if items else []
+    raw, _, closings = _score_parts(model, items) if items else ([], [], [])
     own = {qi: k for k, qi in enumerate(multi)}  # query -> its item
-    results = []
+    results: list[ChoiceResult | None] = []
     for qi, q in enumerate(queries):
         cands = q.choice.candidates
         if qi not in own:
@@ -233,8 +238,31 @@ def choose(
             total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]
         scores = torch.tensor(total)
         best = int(scores.argmax())
-        results.append(ChoiceResult(cands[best], float(scores.softmax(0)[best]), tuple(total)))
+        chosen = cands[best]
+        if q.choice.copy:
+            chosen = _closed_copy(chosen, closings[own[qi]][best])
+            if chosen is None:
+                results.append(None)
+                continue
+        results.append(ChoiceResult(chosen, float(scores.softmax(0)[best]), tuple(total)))
     return results
+
+
+def _closed_copy(best: Candidate, closing: tuple[int, float] | None) -> Candidate | None:
+    """A copy choice's ``best`` candidate with its likeliest closing token, or None when
+    the string closes after it with less than ``COPY_MIN_CLOSE`` probability."""
+    assert closing is not None
+    index, close_logp = closing
+    if math.exp(close_logp) < COPY_MIN_CLOSE:
+        return None
+    token, state = best.closers[index]
+    return replace(
+        best,
+        tokens=(*best.tokens, token),
+        scored=(*best.tokens, token),
+        states=(*best.states, state),
+        closers=(),
+    )
 
 
 def score(
@@ -249,12 +277,44 @@ def score(
     return score_parts(model, [(cache, q, length) for q in queries])
 
 
-@torch.inference_mode()
+def first_logprobs(
+    model: Transformer, cache: KVCache, queries: Sequence[ChoiceQuery]
+) -> list[Tensor]:
+    """Each query's log-probabilities [V] at its candidates' first token, in one pass
+    (none for queries that carry them, ``first_logprobs``)."""
+    out: list[Tensor | None] = [q.first_logprobs for q in queries]
+    todo = [i for i, q in enumerate(queries) if q.first_logprobs is None]
+    if todo:
+        items: list[tuple[KVCache, ChoiceQuery, int | None]] = []
+        for i in todo:
+            q = queries[i]
+            one = ClosedChoice(q.choice.candidates[:1], copy=True)  # copies report firsts
+            items.append((cache, replace(q, choice=one), None))
+        _, firsts, _ = _score_parts(model, items)
+        for i, first in zip(todo, firsts, strict=True):
+            out[i] = first
+    return [t for t in out if t is not None]
+
+
 def score_parts(
     model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
 ) -> list[list[float]]:
     """:func:`score` for queries read from different caches (``(cache, query, length)``
     each; ``length`` None reads the whole cache), still in one pass."""
+    return _score_parts(model, items)[0]
+
+
+#: Per query and candidate: (index of the likeliest closer, log-probability that
+#: the string closes there), for copy candidates; None for others.
+Closings = list[list[tuple[int, float] | None]]
+
+
+@torch.inference_mode()
+def _score_parts(
+    model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
+) -> tuple[list[list[float]], list[Tensor | None], Closings]:
+    """:func:`score_parts`, plus each copy choice's log-probabilities [V] at its
+    first token (None for other choices) and its candidates' closings."""
     queries = [q for _, q, _ in items]
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
@@ -314,6 +374,8 @@ def score_parts(
         at = torch.tensor(where, device=dev)
         logp = model.project(hidden[at[:, 0], at[:, 1]]).float().log_softmax(-1)
     scores: list[list[float]] = [[] for _ in queries]
+    firsts: list[Tensor | None] = [None] * len(queries)
+    closings: list[list[tuple[int, float] | None]] = [[] for _ in queries]
     k = 0
     for qi, ci in flat:
         q = queries[qi]
@@ -324,9 +386,19 @@ def score_parts(
             assert q.first_logprobs is not None
             total += float(q.first_logprobs[scored[0]])
             first = 1
-        for token in scored[first:]:
+        if q.choice.copy and ci == 0:
+            firsts[qi] = q.first_logprobs if first else logp[k]  # type: ignore[index]
+        cand = q.choice.candidates[ci]
+        closing = None
+        for j, token in enumerate(scored[first:], start=first):
             assert logp is not None
-            total += float(logp[k, token])
+            if cand.closers and j == len(scored) - 1:  # a copy: any closing token
+                row = logp[k, [t for t, _ in cand.closers]]
+                closing = (int(row.argmax()), float(row.logsumexp(0)))
+                total += closing[1]
+            else:
+                total += float(logp[k, token])
             k += 1
         scores[qi].append(total)
-    return scores
+        closings[qi].append(closing)
+    return scores, firsts, closings

@@ -151,7 +151,7 @@ def denoise_block(
                 # this pass first; rows that face a closed choice commit nothing this step.
                 hold = {r for r, c in enumerate(cons) if open_choice(c, tokens[r], masked[r])}
             else:
-                scored = make_choices(
+                made = make_choices(
                     model,
                     cache,
                     current,
@@ -163,10 +163,10 @@ def denoise_block(
                     priors or [None] * b,
                     config.choice_prior_weight,
                 )
-                if scored:
-                    nfe += 1
-                    row_nfe[sorted(scored)] += 1
-                if scored is not None:
+                if made is not None and made.scored:
+                    nfe += made.passes
+                    row_nfe[sorted(made.scored)] += made.passes
+                if made is not None and made.filled:
                     continue  # jump forward over what the choice forces next
         if config.cache_block_prefix and block_start is not None:
             lead = _clean_lead(masked)

@@ -209,4 +209,5 @@ class Verifier:
             self.model, self.cache, [query], given, config.choice_prior_weight, length=prefix
         )
         after = prior.passes if prior is not None else 0
+        assert res is not None  # next_choice makes closed choices only, never declined
         return res.candidate.tokens, 1 + after - before

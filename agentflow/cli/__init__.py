@@ -166,6 +166,17 @@ def add_canonical_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_copy_argument(parser: argparse.ArgumentParser, source: str) -> None:
+    """``--copy`` / ``--no-copy`` (constraint sessions' ``copy_from``, with ``source``)."""
+    parser.add_argument(
+        "--copy",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help=f"constrained block diffusion with --score-choices: offer spans of {source} "
+        "whole where a string value opens (default: off)",
+    )
+
+
 def load_model(spec: str | None, *, base_url: str | None = None) -> Model:
     """A model from a ``--model`` value (see :func:`agentflow.models.infer_model`).
 

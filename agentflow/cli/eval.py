@@ -11,6 +11,7 @@ from typing import Any
 
 from agentflow.cli import (
     add_canonical_argument,
+    add_copy_argument,
     add_score_choices_argument,
     add_text_threshold_argument,
     score_choices_setting,
@@ -71,6 +72,7 @@ def add_parser(subparsers: Any) -> None:
     add_score_choices_argument(parser)
     add_text_threshold_argument(parser)
     add_canonical_argument(parser)
+    add_copy_argument(parser, "the request and its tool results")
     parser.add_argument("--json", type=Path, default=None, help="write the full report here")
     parser.add_argument(
         "--compare",
@@ -153,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
         progress=progress,
         split=args.split,
         canonical=args.canonical,
+        copy=args.copy,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

@@ -21,6 +21,7 @@ from typing import Any
 from agentflow.cli import (
     CLIError,
     add_canonical_argument,
+    add_copy_argument,
     add_score_choices_argument,
     add_text_threshold_argument,
     score_choices_setting,
@@ -111,6 +112,7 @@ def add_parser(subparsers: Any) -> None:
     add_score_choices_argument(parser)
     add_text_threshold_argument(parser)
     add_canonical_argument(parser)
+    add_copy_argument(parser, "PROMPT")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(func=run)
@@ -136,7 +138,12 @@ def _config(args: argparse.Namespace) -> GenerationConfig:
 
 
 def _schema_constraint(
-    path: Path, loaded: LoadedModel, budget: int, *, canonical: bool = False
+    path: Path,
+    loaded: LoadedModel,
+    budget: int,
+    *,
+    canonical: bool = False,
+    copy_from: list[str] | None = None,
 ) -> DecodeConstraint:
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
@@ -146,9 +153,12 @@ def _schema_constraint(
         raise CLIError(f"schema file {str(path)!r} is not valid JSON: {exc.msg}") from exc
     from agentflow.engine.constraints import compile_constraint
 
-    return compile_constraint(schema, loaded.tokenizer).session(
+    session = compile_constraint(schema, loaded.tokenizer).session(
         max_tokens=budget, canonical=canonical
     )
+    if copy_from:
+        session.copy_from(copy_from)
+    return session
 
 
 def _diffusion(
@@ -246,7 +256,13 @@ def run(args: argparse.Namespace) -> int:
     if not ids:
         raise CLIError("the prompt is empty")
     constraint = (
-        _schema_constraint(args.schema, loaded, config.max_new_tokens, canonical=args.canonical)
+        _schema_constraint(
+            args.schema,
+            loaded,
+            config.max_new_tokens,
+            canonical=args.canonical,
+            copy_from=[args.prompt] if args.copy else None,
+        )
         if args.schema
         else None
     )

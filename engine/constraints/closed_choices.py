@@ -54,13 +54,24 @@ class Candidate:
     scored: tuple[int, ...]
     #: The automaton state after each token of ``tokens``.
     states: tuple[int, ...]
+    #: Copy candidates (:mod:`.copy_choices`): the (token, state after) pairs that may
+    #: close the string after ``tokens``; the last scored token is then their
+    #: marginal, and the likeliest of them is committed with the content.
+    closers: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
 class ClosedChoice:
-    """The candidates open at one state, each fitting the room and budget there."""
+    """The candidates open at one state, each fitting the room and budget there.
+
+    A *copy* choice (:mod:`.copy_choices`) is made only when the model ends the
+    value after its best candidate, and its candidates may run past the block
+    (the rest is owed to the next one).
+    """
 
     candidates: tuple[Candidate, ...]
+    #: True for a choice among spans of the request (:mod:`.copy_choices`).
+    copy: bool = False
 
     @property
     def width(self) -> int:

@@ -209,6 +209,7 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used, self._last = state, used, last
+        self._owed = None  # a copy's tokens owed by a block that was rolled back
 
     def _exit_level(self, after: int) -> int:
         """States allowed once ``after`` more tokens follow the prefix, as a level of ``dist``."""
@@ -421,7 +422,7 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
     def jump_forward(self, tokens: Tensor, masked: Tensor) -> int:
         """Fill the tokens forced at the leftmost mask, in place; return how many were filled."""
         self._check_row(tokens, masked)
-        filled = 0
+        filled = self._pay_owed(tokens, masked) if self._owed is not None else 0
         self._boundary = None
         while True:
             row = self._block(tokens, masked)

@@ -127,6 +127,10 @@ class ChoiceConstraint(Protocol):
         """The closed choice right after the prefix (within ``room`` tokens), or None."""
         ...
 
+    def decline_choice(self, tokens: Tensor, masked: Tensor, start: int) -> None:
+        """The decoder passed on the copy choice at ``start``: stop offering it."""
+        ...
+
 
 @runtime_checkable
 class FreeTextConstraint(Protocol):

@@ -9,6 +9,8 @@ candidate the decoder chose. Kept apart from the step protocol of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -16,6 +18,7 @@ from torch import Tensor
 
 from ..errors import InfeasibleConstraintError
 from .closed_choices import Candidate, ClosedChoice, fit
+from .copy_choices import copy_candidates, opens_string, request_spans
 
 if TYPE_CHECKING:
     from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables
@@ -29,6 +32,15 @@ class SessionChoices:
     _c: Constraint
     _t: HostTables
     _state: int
+    _used: int
+    #: Spans a string value may be copied from (:meth:`copy_from`), and their
+    #: candidates by automaton state.
+    _spans: tuple[str, ...] = ()
+    _copies: dict[int, tuple[Candidate, ...]]
+    #: Copy choices the decoder declined, by (prefix state, tokens used, block tokens before).
+    _declined: set[tuple[int, int, tuple[int, ...]]]
+    #: A choice's tokens past its block: (prefix state, tokens used, tokens) they follow.
+    _owed: tuple[int, int, tuple[int, ...]] | None = None
 
     if TYPE_CHECKING:
 
@@ -41,9 +53,25 @@ class SessionChoices:
 
         def _exit_level(self, after: int) -> int: ...
 
+    @property
+    def copy_spans(self) -> tuple[str, ...]:
+        """The spans offered where a string value opens (:meth:`copy_from`; empty: none)."""
+        return self._spans
+
+    def copy_from(self, texts: Sequence[str]) -> None:
+        """Offer the spans of ``texts`` (the request, the tool results it follows) as
+        whole candidates where a string value opens in block decoding (:mod:`.copy_choices`);
+        an empty sequence turns copy choices off."""
+        if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
+            raise TypeError("copy_from takes a sequence of texts (e.g. [request]), not one string")
+        spans = request_spans(texts)
+        self._spans = spans
+        self._copies = {}
+        self._declined = set()
+
     def block_choice(self, tokens: Tensor, masked: Tensor) -> tuple[int, ClosedChoice] | None:
-        """(leftmost masked position, its closed choice) when one opens there and every
-        position right of it is still masked; None otherwise."""
+        """(leftmost masked position, its closed or copy choice) when one opens there and
+        every position right of it is still masked; None otherwise."""
         self._check_row(tokens, masked)
         row = self._block(tokens, masked)
         if True not in row.masked:
@@ -56,27 +84,105 @@ class SessionChoices:
             return None
         cands = self._c.candidates(int(states[0]))
         if cands is None:
-            return None
+            copy = self._copy_choice(row, start)
+            return None if copy is None else (start, copy)
         choice = fit(cands, row.length - start, lambda k: row.backward[start + 1 + k])
         return None if choice is None else (start, choice)
 
-    def fill_choice(self, tokens: Tensor, masked: Tensor, start: int, candidate: Candidate) -> None:
-        """Commit ``candidate`` (of :meth:`block_choice`) at ``start``, in place."""
+    def decline_choice(self, tokens: Tensor, masked: Tensor, start: int) -> None:
+        """Stop offering the copy choice at block position ``start`` (the decoder passed on it)."""
         self._check_row(tokens, masked)
-        stop = start + len(candidate.tokens)
-        if stop > tokens.shape[0] or not bool(masked[start:stop].all()):
-            raise ValueError(f"block positions {start}..{stop - 1} are not all masked")
+        self._declined.add(self._copy_key(tokens.tolist(), start))
+
+    def _copy_key(self, tokens: list[int], start: int) -> tuple[int, int, tuple[int, ...]]:
+        return (self._state, self._used, tuple(tokens[:start]))
+
+    def _copy_choice(self, row: BlockSweep, start: int) -> ClosedChoice | None:
+        """The copy choice at block position ``start`` when a string value opens there."""
+        if not self._spans or start == 0:
+            return None  # a value opening at the block's first position is left to the model
+        if self._copy_key(row.tokens, start) in self._declined:
+            return None
+        before = row.viable(start - 1)
+        if before.size != 1 or not opens_string(
+            self._c.forced, self._c.free_text, int(before[0]), row.tokens[start - 1]
+        ):
+            return None
+        state = int(row.viable(start)[0])
+        if state not in self._copies:
+            self._copies[state] = copy_candidates(
+                self._c.forced, self._t.step, state, self._t.live, self._spans
+            )
+        room = row.length - start
+        kept: list[Candidate] = []
+        for c in self._copies[state]:
+            n = len(c.tokens)
+            inside = c.states[:room]  # the rest, past the block, is owed (fill_choice)
+            if not all(row.backward[start + 1 + k][s] for k, s in enumerate(inside)):
+                continue
+            if n + 1 > room:
+                kept.append(c)
+                continue
+            closers = tuple((t, q) for t, q in c.closers if row.backward[start + 1 + n][q])
+            if closers:
+                kept.append(replace(c, closers=closers, scored=(*c.tokens, closers[0][0])))
+        if not kept:
+            return None
+        return ClosedChoice(tuple(kept), copy=True)
+
+    def fill_choice(self, tokens: Tensor, masked: Tensor, start: int, candidate: Candidate) -> None:
+        """Commit ``candidate`` (of :meth:`block_choice`) at ``start``, in place.
+
+        A copy candidate longer than the block's room is committed as far as the
+        block goes; the rest is owed to the next block, whose :meth:`jump_forward`
+        fills it first.
+        """
+        self._check_row(tokens, masked)
+        stop = min(start + len(candidate.tokens), tokens.shape[0])
+        if start >= stop or not bool(masked[start:].all()):
+            raise ValueError(f"block positions {start}..{tokens.shape[0] - 1} are not all masked")
         row = self._block(tokens, masked)
         states = row.viable(start)
         cur = int(states[0]) if states.size == 1 else -1
+        inside = stop - start
+        block_exit = -1  # the state after the block: the owed tokens follow it
         for k, tid in enumerate(candidate.tokens):
             cur = self._t.step(cur, tid) if cur >= 0 else -1
-            if cur < 0 or not row.backward[start + 1 + k][cur]:
+            if cur < 0 or not (
+                row.backward[start + 1 + k][cur] if k < inside else self._t.live[cur]
+            ):
                 raise InfeasibleConstraintError(
                     f"choice {candidate.text!r} is not allowed at block position {start}"
                 )
-        tokens[start:stop] = torch.tensor(candidate.tokens, dtype=tokens.dtype)
+            if k == inside - 1:
+                block_exit = cur
+        tokens[start:stop] = torch.tensor(candidate.tokens[:inside], dtype=tokens.dtype)
         masked[start:stop] = False
+        rest = candidate.tokens[inside:]
+        self._owed = (block_exit, self._used + row.length, rest) if rest else None
+
+    def _pay_owed(self, tokens: Tensor, masked: Tensor) -> int:
+        """Fill the tokens a choice left owing at the block's start (:meth:`fill_choice`);
+        how many were filled. Dropped when the prefix is not the one they follow, or
+        when the constraint refuses them here."""
+        owed = self._owed
+        if owed is None or owed[1] > self._used:
+            return 0  # still in the block that owes them
+        self._owed = None
+        if owed[:2] != (self._state, self._used) or not bool(masked[0]):
+            return 0
+        run = list(owed[2][: int(masked.long().cumprod(0).sum())])
+        row = self._block(tokens, masked)
+        cur = self._state
+        for k, tid in enumerate(run):
+            cur = self._t.step(cur, tid)
+            if cur < 0 or not row.backward[k + 1][cur]:
+                return 0
+        tokens[: len(run)] = torch.tensor(run, dtype=tokens.dtype)
+        masked[: len(run)] = False
+        if len(run) < len(owed[2]):
+            self._owed = (cur, self._used + row.length, owed[2][len(run) :])
+        return len(run)
 
     def next_choice(self, room: int) -> ClosedChoice | None:
         """The closed choice right after the prefix, its candidates within ``room``

@@ -36,6 +36,7 @@ from typing import Any, Literal
 
 import jsonschema
 
+from ..chat_template import copy_sources
 from ..generation import GenerationConfig
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
@@ -217,9 +218,11 @@ def evaluate(
     progress: Callable[[str, int, int], None] | None = None,
     split: Split = "heldout",
     canonical: bool = False,
+    copy: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
-    in each mode and score them; ``canonical`` goes to the constraint sessions."""
+    in each mode and score them; ``canonical`` goes to the constraint sessions, and
+    ``copy`` gives them the request to copy values from (``copy_from``)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     samples = eval_cases(n, seed, split)
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
@@ -251,6 +254,9 @@ def evaluate(
                 if constrained
                 else []
             )
+            if copy:
+                for i, session in zip(chunk, sessions, strict=True):
+                    session.copy_from(copy_sources(samples[i].messages))
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
@@ -277,6 +283,7 @@ def evaluate(
         "batch_size": batch_size,
         "constrained": constrained,
         "canonical": canonical,
+        "copy": copy,
         "generation": asdict(config),
         "modes": list(modes),
     }

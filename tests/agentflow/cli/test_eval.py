@@ -25,11 +25,12 @@ def test_eval_writes_a_report_for_the_split(
     if cache_prefix:
         argv.append("--cache-block-prefix")
     if choices:
-        argv += ["--score-choices", "--text-threshold", "0.99", "--canonical"]
+        argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["split"] == split
     assert report["settings"]["canonical"] is choices
+    assert report["settings"]["copy"] is choices
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)

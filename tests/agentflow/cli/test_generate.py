@@ -184,3 +184,28 @@ def test_an_out_of_range_text_threshold_is_a_clear_error() -> None:
     args = build_parser().parse_args(["generate", "hi", "--text-threshold", "2"])
     with pytest.raises(CLIError, match="text_threshold"):
         _config(args)
+
+
+def test_copy_offers_the_prompts_spans_to_string_values(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"order_id": {"type": "string"}},
+        "required": ["order_id"],
+        "additionalProperties": False,
+    }
+    path = tmp_path / "order.json"
+    path.write_text(json.dumps(schema))
+    prompt = "Where is my order 58213?"
+    # The packaged drafter, as EmbeddedModel decodes: the id is copied whole.
+    out = run_json(capsys, prompt, "--schema", str(path), "--score-choices", "--copy")
+    assert json.loads(out["text"]) == {"order_id": "58213"}
+
+    from agentflow.cli.generate import _schema_constraint
+    from agentflow.engine.checkpoints import load_checkpoint
+
+    loaded = load_checkpoint(None)
+    session = _schema_constraint(path, loaded, 32, copy_from=[prompt])
+    assert "58213" in session.copy_spans  # type: ignore[attr-defined]
+    assert not _schema_constraint(path, loaded, 32).copy_spans  # type: ignore[attr-defined]

@@ -1,0 +1,162 @@
+"""Copy choices: the request's own words as whole candidates where a string value opens.
+
+Most argument values an agent writes are copied from the conversation: an order
+id, an e-mail, a hostname, a quoted title. A small model that writes such a
+value token by token miscopies it — drops a digit, ends it early, swaps a
+letter — even when the value is right there in the request. Where a JSON
+string value opens, a constraint session given the texts a value may be copied
+from (:meth:`~.enforcement.ConstraintSession.copy_from`) offers their spans as a
+closed choice (:mod:`.closed_choices`): every run of up to ``MAX_SPAN_WORDS``
+words, trimmed of the punctuation around it (a double-quoted phrase whole),
+that the automaton accepts there as the whole value. The decoder keeps the
+candidates the model is likeliest to start with (``MAX_COPY_STARTS``), scores
+them whole — each with the marginal probability that the string closes right
+after it — and commits the best with its likeliest closing token, but only
+when that closing probability is at least :data:`COPY_MIN_CLOSE`: a value the
+model would not end there (a final answer that goes on, a value it writes
+otherwise) stays free.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .closed_choices import Candidate
+from .jump_forward import ForcedText
+
+#: Longest span offered, in words.
+MAX_SPAN_WORDS = 6
+#: Longest span offered, in bytes.
+MAX_SPAN_BYTES = 64
+#: The best candidate is taken when the model closes the string after it with
+#: at least this probability (else the value is not done there).
+COPY_MIN_CLOSE = 0.5
+#: Candidates scored whole: those starting with one of the model's likeliest
+#: first tokens among them, at most this many distinct ones ...
+MAX_COPY_STARTS = 4
+#: ... and at most this many candidates in all.
+MAX_COPY_CANDIDATES = 24
+
+_WORD = re.compile(r"\S+")
+_QUOTED = re.compile(r'"([^"\n]+)"')
+_POSSESSIVE = re.compile(r"['\u2019]s$")
+#: Stripped from a span's ends: sentence punctuation, brackets and quotes.
+_EDGE = "\"'`.,;:!?()[]{}<>"
+_QUOTE = 0x22
+_BACKSLASH = 0x5C
+
+
+def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tuple[str, ...]:
+    """Every run of 1..``max_words`` words of ``texts``, trimmed of edge punctuation,
+    without duplicates, in order of first appearance. A double-quoted phrase is one
+    value: a span holds all of it or none of it. A word with a possessive ``'s``
+    is offered without it too."""
+    seen: dict[str, None] = {}
+    for text in texts:
+        quoted = [(m.start(1), m.end(1)) for m in _QUOTED.finditer(text)]
+        words = list(_WORD.finditer(text))
+        for i in range(len(words)):
+            for j in range(i, min(i + max_words, len(words))):
+                raw = text[words[i].start() : words[j].end()]
+                span = raw.strip(_EDGE)
+                if (
+                    not any(ch.isalnum() for ch in span)
+                    or '"' in span
+                    or len(span.encode()) > MAX_SPAN_BYTES
+                ):
+                    continue
+                lo = words[i].start() + (len(raw) - len(raw.lstrip(_EDGE)))
+                hi = lo + len(span)
+                if any(lo < b and a < hi and not (lo <= a and b <= hi) for a, b in quoted):
+                    continue  # cuts a quoted phrase
+                seen.setdefault(span, None)
+                stem = _POSSESSIVE.sub("", span)  # "redis's journal": the name is "redis"
+                if stem != span and i == j:
+                    seen.setdefault(stem, None)
+    return tuple(seen)
+
+
+def opens_string(
+    forced: ForcedText, free_text: Callable[[int], bool], before: int, token: int
+) -> bool:
+    """True when ``token``, read from state ``before``, ends with the quote that opens a
+    string (its last byte is ``"`` and the state before that byte is not inside free text)."""
+    data = forced.token_bytes[token] if 0 <= token < len(forced.token_bytes) else b""
+    nxt = forced.byte_next
+    if nxt is None or not data or data[-1] != _QUOTE:
+        return False
+    cur = before
+    for byte in data[:-1]:
+        cur = int(nxt[cur, byte])
+        if cur < 0:
+            return False
+    if len(data) >= 2 and data[-2] == _BACKSLASH:
+        return False
+    return not free_text(cur)
+
+
+def copy_candidates(
+    forced: ForcedText,
+    step: Callable[[int, int], int],
+    state: int,
+    live: np.ndarray,
+    spans: Sequence[str],
+) -> tuple[Candidate, ...]:
+    """The spans the automaton accepts at ``state`` as a whole string value, tokenized
+    canonically in context (the content, its closing ``"`` and what that forces),
+    each with the tokens that may close it (:attr:`.Candidate.closers`).
+
+    A span is dropped when it needs escaping, when its tokens would not end where
+    it does, or when the string is an object key (``"`` forces ``:``).
+    """
+    nxt = forced.byte_next
+    if nxt is None:
+        return ()
+    quote_tokens = [t for t, data in enumerate(forced.token_bytes) if data[:1] == b'"']
+    out: list[Candidate] = []
+    for span in spans:
+        content = span.encode()
+        if _QUOTE in content or _BACKSLASH in content or any(b < 0x20 for b in content):
+            continue
+        cur = state
+        for byte in content:
+            cur = int(nxt[cur, byte])
+            if cur < 0 or not live[cur]:
+                break
+        if cur < 0 or not live[cur]:
+            continue
+        quoted = int(nxt[cur, _QUOTE])
+        if quoted < 0 or not live[quoted]:
+            continue
+        after = b'"' + forced.forced_bytes(quoted, live)
+        if after[1:2] == b":":
+            return ()  # an object key: structure, never copied
+        ids = forced.tokenize(content + after)
+        cut, size = 0, 0
+        while cut < len(ids) and size < len(content):
+            size += len(forced.token_bytes[ids[cut]])
+            cut += 1
+        if size != len(content) or cut == 0 or cut >= len(ids):
+            continue
+        content_ids = tuple(ids[:cut])
+        states: list[int] = []
+        cur = state
+        for tid in content_ids:
+            cur = step(cur, tid)
+            if cur < 0:
+                break
+            states.append(cur)
+        if cur < 0:
+            continue
+        # Any token that starts with the closing quote may end the value (``"``,
+        # ``",``, ``"}}]}``...): the model's likeliest is committed with the span,
+        # which keeps the junction on the tokenizer's own segmentation.
+        closers = tuple((t, q) for t in quote_tokens if (q := step(cur, t)) >= 0 and live[q])
+        if not closers:
+            continue
+        scored = (*content_ids, closers[0][0])
+        out.append(Candidate(span, content_ids, scored, tuple(states), closers))
+    return tuple(out)

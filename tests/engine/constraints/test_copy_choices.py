@@ -1,0 +1,200 @@
+"""Copy choices: a string value opening in block decoding offers the request's spans whole."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import jsonschema
+import pytest
+import torch
+
+import agentflow.engine.choice_scoring as choice_scoring
+from agentflow.engine.chat_template import ChatMessage, copy_sources
+from agentflow.engine.constraints.automaton import TokenAutomaton
+from agentflow.engine.constraints.copy_choices import request_spans
+from agentflow.engine.constraints.enforcement import Constraint
+from agentflow.engine.constraints.schema import compile_json_schema
+from agentflow.engine.generation import GenerationConfig
+from agentflow.engine.sampler import DiffusionEngine
+from agentflow.engine.tokenizer import Tokenizer
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "n": {"type": "integer"}},
+    "required": ["id", "n"],
+    "additionalProperties": False,
+}
+REQUEST = 'Where is order A-58213, and the ticket "disk full on db-3"? thanks'
+MASK = 1
+
+
+def test_the_sources_are_the_request_and_the_tool_results_after_it() -> None:
+    messages = [
+        ChatMessage(role="user", content="earlier question about 111"),
+        ChatMessage(role="assistant", content="answer"),
+        ChatMessage(role="user", content=REQUEST),
+        ChatMessage(role="assistant", content='{"tool_calls":[]}'),
+        ChatMessage(role="tool", content='{"ticket": "T-9"}'),
+    ]
+    assert copy_sources(messages) == [REQUEST, '{"ticket": "T-9"}']
+    assert copy_sources(messages[1:2]) == []
+    assert "T-9" in request_spans(copy_sources(messages))
+
+
+def test_spans_are_word_runs_trimmed_and_quoted_phrases_stay_whole() -> None:
+    spans = request_spans([REQUEST])
+    assert "A-58213" in spans and "order A-58213" in spans and "Where" in spans
+    assert "disk full on db-3" in spans
+    assert "full on db-3" not in spans and "disk full" not in spans  # cuts the quote
+    assert not any('"' in s or s != s.strip(",.?!") for s in spans)
+    assert len(spans) == len(set(spans))
+    assert {"redis's", "redis"} <= set(request_spans(["check redis's journal"]))
+    assert request_spans(["a b c d e f g h"], max_words=2) == tuple(
+        ["a", "a b", "b", "b c", "c", "c d", "d", "d e", "e", "e f", "f", "f g", "g", "g h", "h"]
+    )
+
+
+@pytest.fixture(scope="module")
+def constraint(
+    build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer
+) -> Constraint:
+    return Constraint(build_automaton(compile_json_schema(SCHEMA).regex), tokenizer)
+
+
+def _row(length: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.full((length,), MASK, dtype=torch.long), torch.ones(length, dtype=torch.bool)
+
+
+def test_a_string_value_opening_offers_the_spans_the_automaton_accepts(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    plain = constraint.session()
+    tokens, masked = _row()
+    plain.jump_forward(tokens, masked)
+    assert plain.block_choice(tokens, masked) is None  # free text, no sources
+    with pytest.raises(TypeError, match="sequence of texts"):
+        plain.copy_from(REQUEST)  # type: ignore[arg-type]
+
+    session = constraint.session()
+    session.copy_from([REQUEST])
+    tokens, masked = _row()
+    filled = session.jump_forward(tokens, masked)
+    assert tokenizer.decode(tokens[:filled].tolist()) == '{"id":"'
+    found = session.block_choice(tokens, masked)
+    assert found is not None
+    start, choice = found
+    assert start == filled and choice.copy
+    texts = {c.text for c in choice.candidates}
+    assert {"A-58213", "disk full on db-3"} <= texts <= set(request_spans([REQUEST]))
+    for cand in choice.candidates:
+        assert tokenizer.decode(list(cand.tokens)) == cand.text
+        assert all(tokenizer.decode([t]).startswith('"') for t, _ in cand.closers)
+
+
+def test_patterns_narrow_the_spans_and_keys_or_mid_string_offer_none(
+    build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer, constraint: Constraint
+) -> None:
+    digits = {
+        "type": "object",
+        "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"}},
+        "required": ["id"],
+        "additionalProperties": False,
+    }
+    session = Constraint(build_automaton(compile_json_schema(digits).regex), tokenizer).session()
+    session.copy_from(["order 58213 or 77 please"])
+    tokens, masked = _row()
+    session.jump_forward(tokens, masked)
+    found = session.block_choice(tokens, masked)
+    assert found is not None and {c.text for c in found[1].candidates} == {"58213", "77"}
+
+    free_keys = {"type": "object", "additionalProperties": {"type": "integer"}}
+    keys = Constraint(build_automaton(compile_json_schema(free_keys).regex), tokenizer).session()
+    keys.copy_from(["order 58213"])
+    tokens, masked = _row()
+    opening = tokenizer.encode('{"')
+    tokens[: len(opening)], masked[: len(opening)] = torch.tensor(opening), False
+    assert keys.block_choice(tokens, masked) is None  # an object key is structure
+
+    inside = constraint.session()
+    inside.copy_from([REQUEST])
+    tokens, masked = _row()
+    head = tokenizer.encode('{"id":"A')
+    tokens[: len(head)], masked[: len(head)] = torch.tensor(head), False
+    assert inside.block_choice(tokens, masked) is None  # the value is under way
+
+
+def test_a_copy_past_the_block_is_owed_to_the_next_and_a_declined_one_is_not_offered_again(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = constraint.session()
+    session.copy_from([REQUEST])
+    head = tokenizer.encode('{"id":"')
+    length = len(head) + 2  # room for two tokens of the value
+    tokens, masked = _row(length)
+    session.jump_forward(tokens, masked)
+    start, choice = session.block_choice(tokens, masked)  # type: ignore[misc]
+    long = next(c for c in choice.candidates if c.text == "disk full on db-3")
+    assert len(long.tokens) + 1 > length - start
+    closed = (*long.tokens, long.closers[0][0])
+    pick = type(long)(long.text, closed, closed, (*long.states, long.closers[0][1]))
+    session.fill_choice(tokens, masked, start, pick)
+    assert not bool(masked.any())
+    session.jump_forward(tokens, masked)  # the same block again: nothing owed yet
+    session.finish_block(tokens)
+    written = tokens.tolist()
+    nxt, holes = _row(16)
+    paid = session.jump_forward(nxt, holes)
+    assert paid >= len(closed) - (length - start)
+    written += nxt[:paid].tolist()
+    assert tokenizer.decode(written).startswith('{"id":"disk full on db-3","n":')
+
+    # Under a tight budget every candidate offered can be committed (and finished).
+    tight = constraint.session(len(tokenizer.encode('{"id":"x","n":0}')) + 1)
+    tight.copy_from([REQUEST])
+    tokens, masked = _row(length)
+    tight.jump_forward(tokens, masked)
+    start, narrow = tight.block_choice(tokens, masked)  # type: ignore[misc]
+    assert 0 < len(narrow.candidates) < len(choice.candidates)
+    choice = narrow
+    for cand in choice.candidates:
+        closed = (*cand.tokens, cand.closers[0][0])
+        pick = type(cand)(cand.text, closed, closed, (*cand.states, cand.closers[0][1]))
+        tight.fill_choice(tokens.clone(), masked.clone(), start, pick)
+
+    again = constraint.session()
+    again.copy_from([REQUEST])
+    tokens, masked = _row()
+    again.jump_forward(tokens, masked)
+    start, _ = again.block_choice(tokens, masked)  # type: ignore[misc]
+    again.decline_choice(tokens, masked, start)
+    assert again.block_choice(tokens, masked) is None
+
+
+@pytest.mark.parametrize("always", [True, False])
+def test_the_diffusion_decoder_copies_whole_spans_or_writes_as_without_them(
+    always: bool,
+    constraint: Constraint,
+    tokenizer: Tokenizer,
+    model_factory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Thresholds at the extremes: every copy choice made, or none.
+    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0 if always else 2.0)
+    model = model_factory(
+        "block", vocab_size=tokenizer.vocab_size, logits_shift=1, seed=11, block_length=8
+    )
+    engine = DiffusionEngine(model)
+    config = GenerationConfig(max_new_tokens=48, block_length=8, steps=8, score_choices=True)
+    for text in (REQUEST, "cancel 58213 now", "x"):
+        prompt = tokenizer.encode(text)
+        session = constraint.session(48)
+        session.copy_from([text])
+        out = engine.generate([prompt], config, constraints=[session])
+        value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
+        jsonschema.validate(value, SCHEMA)
+        plain = engine.generate([prompt], config, constraints=[constraint.session(48)])
+        if always:
+            assert value["id"] in request_spans([text])
+        else:
+            assert out.sequences == plain.sequences
