@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.from_thread
 
-from agentflow.engine.chat_template import compact_json, render_choice_prior, render_prompt
+from agentflow.engine.chat_template import (
+    compact_json,
+    copy_sources,
+    render_choice_prior,
+    render_prompt,
+)
 
 from .base import (
     ActionParseError,
@@ -59,6 +64,8 @@ class _Job:
     on_text: Callable[[str], None] | None = None
     #: The conversation without its request: the prior of closed choices.
     prior: str | None = None
+    #: The texts argument values may be copied from (copy choices).
+    sources: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -82,6 +89,9 @@ TEXT_THRESHOLD = 0.99
 #: Constraint sessions keep the output on the tokenizer's own segmentation (measured on
 #: three held-out sets: docs/constraints.md, "Canonical pairs").
 CANONICAL = True
+#: Diffusion steps offer the request's spans whole where a string value opens
+#: (measured on three held-out sets: docs/constraints.md, "Copy choices").
+COPY = True
 
 
 class EmbeddedModel:
@@ -96,7 +106,8 @@ class EmbeddedModel:
     conversation without its request (``score_choices``, docs/constraints.md), in
     every mode (hybrid output stays the verifier's own), and diffusion steps write
     free text such as copied arguments only where each token is sure
-    (``text_threshold``); every mode's constraint keeps the output on the
+    (``text_threshold``) and may copy a span of the request whole where a string
+    value opens (copy choices); every mode's constraint keeps the output on the
     tokenizer's own segmentation (canonical pairs).
     """
 
@@ -244,9 +255,12 @@ class EmbeddedModel:
         ready: list[_Job] = []
         for job in jobs:
             try:
-                sessions.append(
-                    self.constraint(job.schema).session(config.max_new_tokens, canonical=CANONICAL)
+                session = self.constraint(job.schema).session(
+                    config.max_new_tokens, canonical=CANONICAL
                 )
+                if COPY:
+                    session.copy_from(job.sources)
+                sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc
@@ -305,7 +319,10 @@ class EmbeddedModel:
         prior = render_choice_prior(
             request.messages, request.tools, instructions=request.instructions
         )
-        return _Job(prompt, dict(request.action_schema), mode, reason, settings, on_text, prior)
+        sources = copy_sources(request.messages)
+        return _Job(
+            prompt, dict(request.action_schema), mode, reason, settings, on_text, prior, sources
+        )
 
     async def _submit(self, job: _Job) -> _Outcome:
         key = (job.mode, job.reason, compact_json(job.settings))

@@ -187,7 +187,7 @@ def test_an_out_of_range_text_threshold_is_a_clear_error() -> None:
 
 
 def test_copy_offers_the_prompts_spans_to_string_values(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     schema = {
         "type": "object",
@@ -198,9 +198,15 @@ def test_copy_offers_the_prompts_spans_to_string_values(
     path = tmp_path / "order.json"
     path.write_text(json.dumps(schema))
     prompt = "Where is my order 58213?"
-    # The packaged drafter, as EmbeddedModel decodes: the id is copied whole.
-    out = run_json(capsys, prompt, "--schema", str(path), "--score-choices", "--copy")
-    assert json.loads(out["text"]) == {"order_id": "58213"}
+    argv = [prompt, "--schema", str(path), "--score-choices", "--block-length", "16"]
+    assert set(json.loads(run_json(capsys, *argv, "--copy")["text"])) == {"order_id"}
+    # Every copy choice taken: the value is then a span of the prompt.
+    import agentflow.engine.choice_scoring as choice_scoring
+    from agentflow.engine.constraints.copy_choices import request_spans
+
+    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0)
+    value = json.loads(run_json(capsys, *argv, "--copy")["text"])["order_id"]
+    assert value in request_spans([prompt])
 
     from agentflow.cli.generate import _schema_constraint
     from agentflow.engine.checkpoints import load_checkpoint

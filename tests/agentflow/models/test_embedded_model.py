@@ -22,12 +22,14 @@ from agentflow import Agent, MaxStepsExceeded, tool
 from agentflow.engine.chat_template import (
     SPECIAL_TOKENS,
     ChatMessage,
+    copy_sources,
     format_final,
     format_tool_calls,
     render_choice_prior,
     render_prompt,
 )
 from agentflow.engine.checkpoints import save_checkpoint
+from agentflow.engine.constraints.copy_choices import request_spans
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
@@ -231,6 +233,8 @@ async def test_steps_pass_the_conversation_without_its_request_as_the_choice_pri
     assert call["config"].text_threshold == 0.99  # copied values commit only where sure
     (session,) = call["constraints"]
     assert session.canonical  # the tokenizer's own segmentation
+    # String values may copy spans of the request whole.
+    assert session.copy_spans and session.copy_spans == request_spans(copy_sources(req.messages))
     prior = render_prompt([], req.tools, instructions=req.instructions)  # no user message left
     assert call["choice_priors"] == [prior]
     assert render_choice_prior([ChatMessage(role="assistant", content="hi")]) is None
