@@ -41,6 +41,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage4.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage5.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-full.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage2.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
