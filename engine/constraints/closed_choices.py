@@ -24,7 +24,7 @@ such a name pays for ending where it does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,27 +135,47 @@ def candidates_at(
         after = b'"' + forced.forced_bytes(quoted, live)
         if after[1:2] == b":":
             return None  # object keys are structure: the model decides them token by token
-        ids = forced.tokenize(content + after)
-        cut, size = 0, 0
-        while cut < len(ids) and size < len(content):
-            size += len(forced.token_bytes[ids[cut]])
-            cut += 1
-        if size != len(content) or cut == 0 or cut >= len(ids):
+        tokenized = tokenize_in_context(forced, content, after)
+        if tokenized is None:
             return None
+        ids, cut = tokenized
         # A candidate that another one extends (``get_order``, ``get_orders``) also
         # commits the token that ends it, or the model could still extend it.
         extended = any(o != content and o.startswith(content) for o in contents)
         commit = ids[: cut + 1] if extended else ids[:cut]
-        states: list[int] = []
-        cur = state
-        for tid in commit:
-            cur = step(cur, tid)
-            if cur < 0:
-                return None
-            states.append(cur)
+        states = walk(step, state, commit)
+        if states is None:
+            return None
         text = content.decode("utf-8", "replace")
         out.append(Candidate(text, tuple(commit), tuple(ids[: cut + 1]), tuple(states)))
     return tuple(out)
+
+
+def tokenize_in_context(
+    forced: ForcedText, content: bytes, after: bytes
+) -> tuple[list[int], int] | None:
+    """The canonical tokens of ``content + after`` and how many of them spell
+    ``content``; None when no token boundary falls where the content ends (it
+    would merge with what follows) or nothing follows it."""
+    ids = forced.tokenize(content + after)
+    cut, size = 0, 0
+    while cut < len(ids) and size < len(content):
+        size += len(forced.token_bytes[ids[cut]])
+        cut += 1
+    if size != len(content) or cut == 0 or cut >= len(ids):
+        return None
+    return ids, cut
+
+
+def walk(step: Callable[[int, int], int], state: int, tokens: Sequence[int]) -> list[int] | None:
+    """The automaton state after each of ``tokens`` from ``state``; None when one is refused."""
+    states: list[int] = []
+    for tid in tokens:
+        state = step(state, tid)
+        if state < 0:
+            return None
+        states.append(state)
+    return states
 
 
 def fit(

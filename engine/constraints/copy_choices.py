@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .closed_choices import Candidate
+from .closed_choices import Candidate, tokenize_in_context, walk
 from .jump_forward import ForcedText
 
 #: Longest span offered, in words.
@@ -134,23 +134,15 @@ def copy_candidates(
         after = b'"' + forced.forced_bytes(quoted, live)
         if after[1:2] == b":":
             return ()  # an object key: structure, never copied
-        ids = forced.tokenize(content + after)
-        cut, size = 0, 0
-        while cut < len(ids) and size < len(content):
-            size += len(forced.token_bytes[ids[cut]])
-            cut += 1
-        if size != len(content) or cut == 0 or cut >= len(ids):
+        tokenized = tokenize_in_context(forced, content, after)
+        if tokenized is None:
             continue
+        ids, cut = tokenized
         content_ids = tuple(ids[:cut])
-        states: list[int] = []
-        cur = state
-        for tid in content_ids:
-            cur = step(cur, tid)
-            if cur < 0:
-                break
-            states.append(cur)
-        if cur < 0:
+        states = walk(step, state, content_ids)
+        if states is None:
             continue
+        cur = states[-1]
         # Any token that starts with the closing quote may end the value (``"``,
         # ``",``, ``"}}]}``...): the model's likeliest is committed with the span,
         # which keeps the junction on the tokenizer's own segmentation.
