@@ -282,18 +282,14 @@ def first_logprobs(
 ) -> list[Tensor]:
     """Each query's log-probabilities [V] at its candidates' first token, in one pass
     (none for queries that carry them, ``first_logprobs``)."""
-    out: list[Tensor | None] = [q.first_logprobs for q in queries]
-    todo = [i for i, q in enumerate(queries) if q.first_logprobs is None]
-    if todo:
-        items: list[tuple[KVCache, ChoiceQuery, int | None]] = []
-        for i in todo:
-            q = queries[i]
-            one = ClosedChoice(q.choice.candidates[:1], copy=True)  # copies report firsts
-            items.append((cache, replace(q, choice=one), None))
-        _, firsts, _ = _score_parts(model, items)
-        for i, first in zip(todo, firsts, strict=True):
-            out[i] = first
-    return [t for t in out if t is not None]
+    # One candidate each is enough to read the position before the candidates.
+    items = [
+        (cache, replace(q, choice=ClosedChoice(q.choice.candidates[:1])), None)
+        for q in queries
+        if q.first_logprobs is None
+    ]
+    read = iter(_score_parts(model, items)[1] if items else [])
+    return [q.first_logprobs if q.first_logprobs is not None else next(read) for q in queries]
 
 
 def score_parts(
@@ -312,9 +308,9 @@ Closings = list[list[tuple[int, float] | None]]
 @torch.inference_mode()
 def _score_parts(
     model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
-) -> tuple[list[list[float]], list[Tensor | None], Closings]:
-    """:func:`score_parts`, plus each copy choice's log-probabilities [V] at its
-    first token (None for other choices) and its candidates' closings."""
+) -> tuple[list[list[float]], list[Tensor], Closings]:
+    """:func:`score_parts`, plus each query's log-probabilities [V] at its candidates'
+    first token and its candidates' closings (copy candidates; None for others)."""
     queries = [q for _, q, _ in items]
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
@@ -374,7 +370,7 @@ def _score_parts(
         at = torch.tensor(where, device=dev)
         logp = model.project(hidden[at[:, 0], at[:, 1]]).float().log_softmax(-1)
     scores: list[list[float]] = [[] for _ in queries]
-    firsts: list[Tensor | None] = [None] * len(queries)
+    firsts: list[Tensor] = [torch.empty(0)] * len(queries)
     closings: list[list[tuple[int, float] | None]] = [[] for _ in queries]
     k = 0
     for qi, ci in flat:
@@ -386,7 +382,7 @@ def _score_parts(
             assert q.first_logprobs is not None
             total += float(q.first_logprobs[scored[0]])
             first = 1
-        if q.choice.copy and ci == 0:
+        if ci == 0:
             firsts[qi] = q.first_logprobs if first else logp[k]  # type: ignore[index]
         cand = q.choice.candidates[ci]
         closing = None
