@@ -173,6 +173,7 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
         self._last: int | None = None  # the prefix's last token (None: none yet)
+        self._before_last: int | None = None  # the state before it (None: unknown)
         self._pairs = constraint.tokenizer.canonical_pairs if canonical else None
         self._row: BlockSweep | None = None  # the sweeps of the block being denoised
         # (block position, token): the forced text's next token, left to the model by
@@ -209,6 +210,7 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used, self._last = state, used, last
+        self._before_last = None  # not in the snapshot: a copy choice waits for the next block
         self._owed = None  # a copy's tokens owed by a block that was rolled back
 
     def _exit_level(self, after: int) -> int:
@@ -458,8 +460,9 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
     def advance(self, token_ids: Sequence[int]) -> None:
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
         t = self._t
-        state = self._state
+        state = before = self._state
         for pos, token in enumerate(token_ids):
+            before = state
             nxt = t.step(state, int(token)) if 0 <= int(token) < t.vocab_size else -1
             if nxt < 0 or not t.live[nxt]:
                 raise InfeasibleConstraintError(
@@ -470,6 +473,7 @@ class ConstraintSession(SessionAutoregressive, SessionChoices, SessionCanonical)
         self._used += len(token_ids)
         if len(token_ids):
             self._last = int(token_ids[-1])
+            self._before_last = before
 
 
 def _to_cpu(tables: SweepTables) -> SweepTables:

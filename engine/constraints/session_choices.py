@@ -33,6 +33,8 @@ class SessionChoices:
     _t: HostTables
     _state: int
     _used: int
+    _last: int | None
+    _before_last: int | None
     #: Spans a string value may be copied from (:meth:`copy_from`), and their
     #: candidates by automaton state.
     _spans: tuple[str, ...] = ()
@@ -98,15 +100,20 @@ class SessionChoices:
         return (self._state, self._used, tuple(tokens[:start]))
 
     def _copy_choice(self, row: BlockSweep, start: int) -> ClosedChoice | None:
-        """The copy choice at block position ``start`` when a string value opens there."""
-        if not self._spans or start == 0:
-            return None  # a value opening at the block's first position is left to the model
-        if self._copy_key(row.tokens, start) in self._declined:
+        """The copy choice at block position ``start`` when a string value opens there
+        (at the block's first position, the quote is the prefix's last token)."""
+        if not self._spans or self._copy_key(row.tokens, start) in self._declined:
             return None
-        before = row.viable(start - 1)
-        if before.size != 1 or not opens_string(
-            self._c.forced, self._c.free_text, int(before[0]), row.tokens[start - 1]
-        ):
+        if start == 0:
+            if self._last is None or self._before_last is None:
+                return None
+            before, last = self._before_last, self._last
+        else:
+            viable = row.viable(start - 1)
+            if viable.size != 1:
+                return None
+            before, last = int(viable[0]), row.tokens[start - 1]
+        if not opens_string(self._c.forced, self._c.free_text, before, last):
             return None
         state = int(row.viable(start)[0])
         if state not in self._copies:

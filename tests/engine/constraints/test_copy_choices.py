@@ -92,6 +92,32 @@ def test_a_string_value_opening_offers_the_spans_the_automaton_accepts(
         assert all(tokenizer.decode([t]).startswith('"') for t, _ in cand.closers)
 
 
+def test_a_value_opening_at_the_blocks_first_position_is_offered_too(
+    constraint: Constraint, tokenizer: Tokenizer
+) -> None:
+    head = tokenizer.encode('{"id":"')
+    session = constraint.session()
+    session.copy_from([REQUEST])
+    tokens, masked = _row(len(head))
+    assert session.jump_forward(tokens, masked) == len(head)
+    session.finish_block(tokens)  # the block ends right after the opening quote
+    tokens, masked = _row(16)
+    found = session.block_choice(tokens, masked)
+    assert found is not None and found[0] == 0 and found[1].copy
+    assert "A-58213" in {c.text for c in found[1].candidates}
+
+    # After a rollback the state before the prefix's last token is not known: no offer
+    # there (a choice waits for the next value), and never a wrong one.
+    snapshot = session.checkpoint()
+    session.rollback(snapshot)
+    assert session.block_choice(*_row(16)) is None
+
+    closing = constraint.session()  # a block that starts right after a closing quote
+    closing.copy_from([REQUEST])
+    closing.advance(tokenizer.encode('{"id":"x"'))
+    assert closing.block_choice(*_row(16)) is None
+
+
 def test_patterns_narrow_the_spans_and_keys_or_mid_string_offer_none(
     build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer, constraint: Constraint
 ) -> None:
