@@ -225,16 +225,29 @@ class HybridEngine:
                     emit(seq)
                 return seq, ServedMode("diffusion", "requested" if bound is None else "confident")
             why = f"low_confidence: {low:.3f} < {bound}"
+            kept = seq if self.options.keep_confident else []
         except InfeasibleConstraintError as exc:
             if bound is None:
                 raise
             why = f"infeasible: {exc}"
+            kept = []
         if c is not None:
-            c.rollback(snapshot)
-        row.tokens = row.forced_tokens = 0
+            c.rollback(snapshot)  # a clean session state, then the kept blocks again
+            c.advance(kept)
+        if not kept:
+            row.forced_tokens = 0
         row.finished = False
-        out = self._hybrid(prompt, c, config, budget, seed, stats, row, emit, priors[1])
-        return out, ServedMode("hybrid", why)
+        if kept:
+            stats.path_tokens["diffusion"] += len(kept)
+            if priors[1] is not None:
+                priors[1].extend(kept)
+            if emit is not None:
+                emit(kept)
+        out = self._hybrid(
+            prompt + kept, c, config, budget - len(kept), seed, stats, row, emit, priors[1]
+        )
+        row.tokens = len(kept) + len(out)
+        return kept + out, ServedMode("hybrid", why, diffusion_tokens=len(kept))
 
     def _diffusion(
         self,

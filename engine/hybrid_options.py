@@ -16,6 +16,11 @@ class HybridOptions:
     max_draft: int | None = None
     #: ``auto`` falls back to hybrid when a committed token's confidence is below this.
     min_confidence: float = 0.5
+    #: ``auto`` keeps the diffusion blocks committed at or above ``min_confidence`` and
+    #: goes on in hybrid mode from the first block below it (faster; measured slightly
+    #: less accurate with the embedded pair, docs/hybrid.md); False re-does the whole
+    #: step in hybrid mode.
+    keep_confident: bool = False
     #: Denoising steps per greedy draft (None: the config's ``steps``/``threshold`` rule).
     #: 1 is a one-pass draft (:meth:`Drafter.parallel`). The verifier corrects every
     #: draft, so a cheap draft usually wins: on a partly trained pair one step kept as

@@ -18,9 +18,12 @@ class ServedMode:
     #: ``auto`` fall back: ``"low_confidence: ..."``, ``"infeasible: ..."``, or a
     #: caller's reason such as ``"validation: ..."``.
     reason: str
+    #: Leading tokens of a hybrid-served ``auto`` output that the diffusion draft wrote
+    #: (its confident blocks, :attr:`.HybridOptions.keep_confident`).
+    diffusion_tokens: int = 0
 
-    def to_dict(self) -> dict[str, str]:
-        return {"mode": self.mode, "reason": self.reason}
+    def to_dict(self) -> dict[str, str | int]:
+        return {"mode": self.mode, "reason": self.reason, "diffusion_tokens": self.diffusion_tokens}
 
 
 @dataclass

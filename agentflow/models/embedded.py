@@ -48,6 +48,7 @@ from .batcher import StepBatcher
 if TYPE_CHECKING:
     from agentflow.engine.constraints.enforcement import Constraint
     from agentflow.engine.generation import GenerationConfig
+    from agentflow.engine.hybrid_stats import ServedMode
 
 logger = logging.getLogger(__name__)
 
@@ -300,7 +301,7 @@ class EmbeddedModel:
                 forward_passes=row.nfe,
                 forced_tokens=row.forced_tokens,
                 mode=served[i].mode if served else result.stats.mode,
-                reason=served[i].reason if served else job.reason,
+                reason=_served_reason(served[i]) if served else job.reason,
                 model=self.name,
                 batch_size=len(jobs),
             )
@@ -364,3 +365,11 @@ class EmbeddedModel:
                 async for text in receive:
                     yield StepDelta(text=text)
         yield self._response(box["outcome"], started)
+
+
+def _served_reason(served: ServedMode) -> str:
+    """Why the step was served in its mode; an ``auto`` fallback that kept the
+    diffusion draft's confident blocks says how many tokens they held."""
+    if served.diffusion_tokens:
+        return f"{served.reason}; kept {served.diffusion_tokens} diffusion tokens"
+    return served.reason

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -488,13 +489,51 @@ def test_auto_mode_keeps_confident_diffusion_and_falls_back_otherwise() -> None:
     from agentflow.engine.sampler import DiffusionEngine
 
     assert auto.sequences == DiffusionEngine(drafter).generate(prompt, cfg).sequences
-    assert stats_of(auto).served[0].to_dict() == {"mode": "diffusion", "reason": "confident"}
+    assert stats_of(auto).served[0].to_dict() == {
+        "mode": "diffusion",
+        "reason": "confident",
+        "diffusion_tokens": 0,
+    }
     doubting = HybridEngine(drafter, verifier, options=HybridOptions(min_confidence=1.0))
     res = doubting.generate(prompt, cfg, mode="auto")
     assert res.sequences == ARDecoder(verifier).generate(prompt, cfg).sequences
     served = stats_of(res).served[0]
     assert served.mode == "hybrid" and served.reason.startswith("low_confidence")
     assert stats_of(res).to_dict()["served"] == [served.to_dict()]
+
+
+def test_auto_mode_keeps_the_confident_blocks_and_goes_on_in_hybrid() -> None:
+    drafter = make_model(make_config("block"), seed=0)
+    verifier = make_model(make_config("causal"), seed=1)
+    cfg = GenerationConfig(max_new_tokens=16, block_length=4)
+    prompt = [9, 8]  # its blocks' lowest confidences fall from the first to the last
+    draft = HybridEngine(drafter, verifier, options=HybridOptions(min_confidence=0.0))
+    whole = draft.generate(prompt, cfg, mode="auto").sequences[0]
+    kept_lengths = set()
+    for bound in [i / 200 for i in range(70, 120)]:
+        keep = HybridOptions(min_confidence=bound, keep_confident=True)
+        engine = HybridEngine(drafter, verifier, options=keep)
+        pieces: list[list[int]] = []
+        res = engine.generate(
+            prompt, cfg, mode="auto", on_block=lambda r, t, into=pieces: into.append(t)
+        )
+        served, out = stats_of(res).served[0], res.sequences[0]
+        if served.mode == "diffusion":
+            continue
+        k = served.diffusion_tokens
+        kept_lengths.add(k)
+        assert k % cfg.block_length == 0 and out[:k] == whole[:k]
+        rest = ARDecoder(verifier).generate(prompt + out[:k], replace(cfg, max_new_tokens=16 - k))
+        assert out[k:] == rest.sequences[0]  # the verifier's own greedy continuation
+        assert [t for p in pieces for t in p] == out
+        assert stats_of(res).path_tokens["diffusion"] == k
+        assert sum(stats_of(res).path_tokens.values()) == stats_of(res).tokens
+    assert kept_lengths == {0, 4, 8, 12}  # the higher the bound, the fewer blocks kept
+
+    restart = HybridOptions(min_confidence=0.41, keep_confident=False)  # would keep 12
+    res = HybridEngine(drafter, verifier, options=restart).generate(prompt, cfg, mode="auto")
+    assert stats_of(res).served[0].diffusion_tokens == 0
+    assert res.sequences == ARDecoder(verifier).generate(prompt, cfg).sequences
 
 
 class BlockInfeasible(FixedAnswer):
