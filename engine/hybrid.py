@@ -234,8 +234,6 @@ class HybridEngine:
         if c is not None:
             c.rollback(snapshot)  # a clean session state, then the kept blocks again
             c.advance(kept)
-        if not kept:
-            row.forced_tokens = 0
         row.finished = False
         if kept:
             stats.path_tokens["diffusion"] += len(kept)
@@ -243,6 +241,8 @@ class HybridEngine:
                 priors[1].extend(kept)
             if emit is not None:
                 emit(kept)
+        else:
+            row.forced_tokens = 0
         out = self._hybrid(
             prompt + kept, c, config, budget - len(kept), seed, stats, row, emit, priors[1]
         )
