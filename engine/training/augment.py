@@ -44,12 +44,13 @@ class Augmentation:
     made_up_intent: float = 0.15  # a conversation about made-up tools (made_up_tools.py)
     made_up_distractors: float = 0.2  # other conversations list 1-2 made-up tools they don't need
     reshaped_results: float = 0.0  # a tool result loses fields its answer ignores, gains 2-6 others
+    more_parallel: float = 0.0  # a single-call conversation is drawn as a parallel-call one instead
 
 
 #: What the training split uses.
 TRAINING = Augmentation()
 #: What the held-out split uses: nothing.
-NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0)
+NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:

@@ -198,6 +198,8 @@ class CorpusGenerator:
         if self._chance(self.augmentation.made_up_intent):
             return self._made_up()
         kind = rng.choices(list(_KIND_WEIGHTS), weights=list(_KIND_WEIGHTS.values()))[0]
+        if kind == "call" and self._chance(self.augmentation.more_parallel):
+            kind = "parallel"
         if kind == "no_tool":
             return self._no_tool()
         if kind == "chain":

@@ -7,6 +7,7 @@ import hashlib
 import json
 import random
 import re
+from collections import Counter
 
 import jsonschema
 import pytest
@@ -229,6 +230,19 @@ def test_reshaped_training_results_vary_their_fields() -> None:
     plain_keys = {k for r in plain for k in r}
     wider = [r for r in shaped if set(r) - known - plain_keys]
     assert len(wider) >= 0.3 * len(shaped)
+
+
+def test_more_parallel_turns_single_calls_into_parallel_ones() -> None:
+    # A training mix for a drafter that ends call lists too early: more two-call
+    # requests, every other kind as often as before.
+    more = dataclasses.replace(augment.NONE, more_parallel=0.5)
+    plain = Counter(s.kind for s in CorpusGenerator("train", 0, augment.NONE).samples(400))
+    mixed = Counter(s.kind for s in CorpusGenerator("train", 0, more).samples(400))
+    assert mixed["parallel"] >= plain["parallel"] + 0.3 * plain["call"]
+    for kind in ("final", "no_tool", "chain"):
+        assert abs(mixed[kind] - plain[kind]) <= 0.35 * plain[kind] + 5
+    with pytest.raises(ValueError, match="more_parallel"):
+        augment.from_setting({"more_parallel": 1.5})
 
 
 def test_the_heldout_split_never_changes() -> None:
