@@ -24,7 +24,7 @@ the hybrid acceptance rule relies on.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch
@@ -40,18 +40,26 @@ def repick(
     allowed: np.ndarray,
     logits: Tensor,
     boundary: int | None = None,
+    structural: Callable[[int], bool] | None = None,
 ) -> tuple[int, float] | None:
     """(token, confidence) to take at a block position where greedy ``refused`` was
     refused, or None for the masked argmax.
 
     ``boundary`` is the token a jump-forward held back at this position (the forced
     text goes on with it; the model, having read the forced text as ending
-    elsewhere, picked something else): taken when allowed. Otherwise the allowed
+    elsewhere, picked something else): when allowed, it or an allowed token that
+    extends it (``":[`` or ``":["``), whichever the model scores higher, so the
+    text is split where the tokenizer would split it. An extension must pass
+    ``structural`` (when given): one that writes a string's content (``":"#``)
+    would take a value's first bytes away from the copy choice that opens there.
+    Otherwise the allowed
     token nearest to ``refused`` (:meth:`ByteNeighbours.closest`). The confidence
     is the token's probability among the ``allowed`` (bool [V']) tokens.
     """
-    choice = boundary if boundary is not None and boundary < len(allowed) else None
-    if choice is None or not allowed[choice]:
+    choice = None
+    if boundary is not None and 0 <= boundary < len(allowed) and allowed[boundary]:
+        choice = neighbours.likeliest_extension(boundary, allowed, logits, structural)
+    if choice is None:
         choice = neighbours.closest(refused, allowed, logits)
     if choice is None:
         return None
@@ -72,6 +80,32 @@ class ByteNeighbours:
             cut = data[:width]
             self._bytes[tid, : len(cut)] = np.frombuffer(cut, dtype=np.uint8)
         self._lengths = np.array([min(len(b), width) for b in token_bytes], dtype=np.int64)
+
+    def likeliest_extension(
+        self,
+        token: int,
+        allowed: np.ndarray,
+        logits: Tensor,
+        keep: Callable[[int], bool] | None = None,
+    ) -> int:
+        """Among ``token`` and the allowed tokens whose bytes start with its bytes (and
+        that ``keep`` accepts), the one ``logits`` score highest (``token`` itself when
+        none extends it)."""
+        n = min(len(allowed), len(self._lengths))
+        size = int(self._lengths[token])
+        ids = np.flatnonzero(allowed[:n])
+        if size == 0 or ids.size == 0:
+            return token
+        longer = ids[
+            (self._lengths[ids] > size)
+            & (self._bytes[ids, :size] == self._bytes[token, :size][None, :]).all(axis=1)
+        ]
+        if keep is not None:
+            longer = longer[[keep(int(tid)) for tid in longer]]
+        if longer.size == 0:
+            return token
+        candidates = np.insert(longer, 0, token)  # a tie keeps the held-back token
+        return int(candidates[int(logits[candidates].float().argmax())])
 
     def closest(self, token: int, allowed: np.ndarray, logits: Tensor) -> int | None:
         """The allowed token nearest to ``token`` by shared byte prefix, then by ``logits``.

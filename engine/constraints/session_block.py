@@ -150,8 +150,19 @@ class SessionBlock:
             held_pos, held = self._boundary or (-1, None)
             for k, (pos, allowed) in enumerate(zip(failed, allowed_at, strict=True)):
                 boundary = held if pos == held_pos else None
+                states = row.viable(pos)
+                structural = (
+                    None
+                    if boundary is None or states.size != 1
+                    else lambda tid, s=int(states[0]): self._writes_no_text(s, tid)
+                )
                 choice = repick(
-                    self._c.neighbours(), picks[fails[k]], allowed, sub_rows[k], boundary
+                    self._c.neighbours(),
+                    picks[fails[k]],
+                    allowed,
+                    sub_rows[k],
+                    boundary,
+                    structural,
                 )
                 if choice is not None:
                     sub_tok[k], sub_conf[k] = choice
@@ -234,6 +245,20 @@ class SessionBlock:
         tokens[pos] = token
         masked[pos] = False
         return [pos]
+
+    def _writes_no_text(self, state: int, token: int) -> bool:
+        """True when ``token``, read from ``state``, reads none of its bytes inside free
+        text (it may end by opening a string, not go on into its content)."""
+        forced = self._c.forced
+        nxt = forced.byte_next
+        if nxt is None or not 0 <= token < len(forced.token_bytes):
+            return False
+        cur = state
+        for byte in forced.token_bytes[token]:
+            if cur < 0 or self._c.free_text(cur):
+                return False
+            cur = int(nxt[cur, byte])
+        return cur >= 0
 
     def in_text(self, tokens: Tensor, masked: Tensor, pos: int) -> bool:
         """True when block position ``pos`` is inside free text (:mod:`.free_text`): the

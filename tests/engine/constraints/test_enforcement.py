@@ -246,6 +246,23 @@ def test_refused_greedy_pick_at_the_forced_boundary_takes_the_forced_token(
     assert tokenizer.decode([int(prop[filled])]) == '"'
 
 
+def test_refused_pick_at_the_boundary_may_take_a_longer_structural_token(
+    constrain: Callable[[str], Constraint], tokenizer: Tokenizer
+) -> None:
+    # The tokenizer writes '":"' where a string value opens: when the model scores
+    # it over the held-back '":', the text is split as it would be written.
+    session = constrain(r'\{"status":("[a-z]{1,8}"|\["[a-z]{1,8}"\])\}').session()
+    tokens, masked = _masks(tokenizer, 12)
+    filled = session.jump_forward(tokens, masked)
+    assert tokenizer.decode(tokens[:filled].tolist()) == '{"status'
+    logits = torch.zeros(len(tokens), tokenizer.vocab_size)
+    logits[filled, _one_token(tokenizer, "order")] = 9.0  # refused
+    logits[filled, _one_token(tokenizer, '":"')] = 3.0
+    logits[filled, _one_token(tokenizer, '":')] = 2.0
+    prop, _ = session.propose(tokens, masked, logits)
+    assert tokenizer.decode([int(prop[filled])]) == '":"'
+
+
 def test_jump_forward_fills_canonical_forced_tokens(
     constrain: Callable[[str], Constraint], tokenizer: Tokenizer
 ) -> None:

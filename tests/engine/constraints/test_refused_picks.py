@@ -8,7 +8,10 @@ import torch
 
 from agentflow.engine.constraints.refused_picks import ByteNeighbours
 
-VOCAB = [b"", b'"', b'"}}]}', b'","', b"}", b"de", b"deny", b"deactivate", b"x", b"dea"]
+VOCAB = [
+    *(b"", b'"', b'"}}]}', b'","', b"}", b"de", b"deny", b"deactivate", b"x", b"dea"),
+    *(b'":', b'":"', b'":"#', b'":["'),
+]
 ID = {data: tid for tid, data in enumerate(VOCAB)}
 
 
@@ -53,3 +56,19 @@ def test_no_shared_first_byte_or_a_special_token_gives_none(neighbours: ByteNeig
     assert neighbours.closest(ID[b"de"], np.zeros(len(VOCAB), dtype=bool), logits) is None
     # an allowed mask narrower than the vocabulary: missing ids are not allowed
     assert neighbours.closest(ID[b"deny"], _allowed(b"de")[:6], logits) == ID[b"de"]
+
+
+def test_a_held_back_token_gives_way_to_a_likelier_extension(neighbours: ByteNeighbours) -> None:
+    logits = torch.zeros(len(VOCAB))
+    logits[ID[b'":["']] = 2.0
+    logits[ID[b'":"#']] = 5.0
+    allowed = _allowed(b'":', b'":"', b'":"#', b'":["', b"x")
+    assert neighbours.likeliest_extension(ID[b'":'], allowed, logits) == ID[b'":"#']
+    # an extension the caller refuses (it writes a value's content) is passed over
+    structural = neighbours.likeliest_extension(
+        ID[b'":'], allowed, logits, keep=lambda tid: tid != ID[b'":"#']
+    )
+    assert structural == ID[b'":["']
+    # a tie keeps the held-back token; no allowed extension keeps it too
+    assert neighbours.likeliest_extension(ID[b'":'], allowed, torch.zeros(len(VOCAB))) == ID[b'":']
+    assert neighbours.likeliest_extension(ID[b'":'], _allowed(b'":', b"x"), logits) == ID[b'":']
