@@ -13,6 +13,7 @@ protocol they serve.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -150,12 +151,9 @@ class SessionBlock:
             held_pos, held = self._boundary or (-1, None)
             for k, (pos, allowed) in enumerate(zip(failed, allowed_at, strict=True)):
                 boundary = held if pos == held_pos else None
-                states = row.viable(pos)
-                structural = (
-                    None
-                    if boundary is None or states.size != 1
-                    else lambda tid, s=int(states[0]): self._writes_no_text(s, tid)
-                )
+                states = row.viable(pos)  # unique at a boundary: the prefix is committed
+                state = int(states[0]) if states.size == 1 else -1
+                structural = partial(self._writes_no_text, state)
                 choice = repick(
                     self._c.neighbours(),
                     picks[fails[k]],
@@ -248,7 +246,8 @@ class SessionBlock:
 
     def _writes_no_text(self, state: int, token: int) -> bool:
         """True when ``token``, read from ``state``, reads none of its bytes inside free
-        text (it may end by opening a string, not go on into its content)."""
+        text (it may end by opening a string, not go on into its content); False for
+        an unknown state (-1)."""
         forced = self._c.forced
         nxt = forced.byte_next
         if nxt is None or not 0 <= token < len(forced.token_bytes):
