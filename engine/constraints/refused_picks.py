@@ -52,9 +52,8 @@ def repick(
     text is split where the tokenizer would split it. An extension must pass
     ``structural`` (when given): one that writes a string's content (``":"#``)
     would take a value's first bytes away from the copy choice that opens there.
-    Otherwise the allowed
-    token nearest to ``refused`` (:meth:`ByteNeighbours.closest`). The confidence
-    is the token's probability among the ``allowed`` (bool [V']) tokens.
+    Otherwise the allowed token nearest to ``refused`` (:meth:`ByteNeighbours.closest`).
+    The confidence is the token's probability among the ``allowed`` (bool [V']) tokens.
     """
     choice = None
     if boundary is not None and 0 <= boundary < len(allowed) and allowed[boundary]:

@@ -151,9 +151,11 @@ class SessionBlock:
             held_pos, held = self._boundary or (-1, None)
             for k, (pos, allowed) in enumerate(zip(failed, allowed_at, strict=True)):
                 boundary = held if pos == held_pos else None
-                states = row.viable(pos)  # unique at a boundary: the prefix is committed
-                state = int(states[0]) if states.size == 1 else -1
-                structural = partial(self._writes_no_text, state)
+                structural = None
+                if boundary is not None:
+                    states = row.viable(pos)  # unique at a boundary: the prefix is committed
+                    state = int(states[0]) if states.size == 1 else -1
+                    structural = partial(self._writes_no_text, state)
                 choice = repick(
                     self._c.neighbours(),
                     picks[fails[k]],
