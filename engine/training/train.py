@@ -358,7 +358,9 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
         "steps": state["step"],
         "heldout_loss": state["best_heldout_loss"],
         "parameters": model.num_parameters(),
-        "training_config": state["config"],
+        # The run's own config, but pointing at where this copy now lives: a run trained
+        # into a scratch folder and shipped elsewhere records the shipped path.
+        "training_config": {**state["config"], "export_dir": str(dest)},
     }
     (dest / "training.json").write_text(json.dumps(meta, indent=2) + "\n")
     return dest

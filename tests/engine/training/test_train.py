@@ -77,6 +77,18 @@ def test_three_steps_train_checkpoint_and_export(
         torch.testing.assert_close(tensor, state[name].to(torch.float16).float())
 
 
+def test_export_elsewhere_records_where_the_copy_lives(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    config = _config(tmp_path, small_tokenizer_path, "diffusion", "run")
+    train(config, progress=False)
+    dest = export(config, dest=tmp_path / "shipped")
+    meta = json.loads((dest / "training.json").read_text())
+    assert meta["training_config"]["export_dir"] == str(tmp_path / "shipped")
+    assert meta["training_config"]["out_dir"] == config.out_dir
+    assert meta["steps"] == 3
+
+
 def test_resume_continues_exactly_where_the_checkpoint_left_off(
     tmp_path: Path, small_tokenizer_path: Path
 ) -> None:
