@@ -44,6 +44,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-full.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage2.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage3.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage4p.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
