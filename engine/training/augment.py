@@ -45,12 +45,13 @@ class Augmentation:
     made_up_distractors: float = 0.2  # other conversations list 1-2 made-up tools they don't need
     reshaped_results: float = 0.0  # a tool result loses fields its answer ignores, gains 2-6 others
     more_parallel: float = 0.0  # a single-call conversation is drawn as a parallel-call one instead
+    more_extras: float = 0.0  # a result gains 2-5 of the usual extra fields, may lose others
 
 
 #: What the training split uses.
 TRAINING = Augmentation()
 #: What the held-out split uses: nothing.
-NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0)
+NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:

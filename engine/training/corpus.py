@@ -253,6 +253,9 @@ class CorpusGenerator:
             answer = template.format(**{**req.by_role[0], **result})
             if self._chance(self.augmentation.reshaped_results):
                 result = tool_results.reshaped(rng, result, _PLACEHOLDER.findall(template))
+            elif self._chance(self.augmentation.more_extras):
+                quoted = _PLACEHOLDER.findall(template)
+                result = tool_results.with_more_extras(rng, result, quoted)
         messages += [
             ChatMessage("assistant", format_tool_calls(req.calls)),
             ChatMessage("tool", compact_json(result), name=name),

@@ -11,6 +11,13 @@ real tool that returns ``refunded`` or ``customer`` fields gets another concept'
 answer. It is off in :data:`.augment.TRAINING`: the one stage trained with it
 (``tiny-ar-stage6.json``) did not improve held-out answers and made the demo's
 answers worse, so it is not shipped (docs/models.md).
+
+:func:`with_more_extras` (``Augmentation.more_extras``, training only) is the mild
+form: the extra fields come from the same pool as :func:`with_extras`' (no new
+names), 2–5 of them instead of 0–3, and a field the answer does not quote is
+dropped with probability 1/2. A lookup's row in a real shop has five or six extra
+columns and no ``items`` (the demo's does); this shows the model such rows with
+the lookup's own answers.
 """
 
 from __future__ import annotations
@@ -88,3 +95,20 @@ def reshaped(rng: random.Random, result: dict[str, Any], quoted: Iterable[str]) 
     items = list(out.items())
     rng.shuffle(items)
     return dict(items)
+
+
+def with_more_extras(
+    rng: random.Random, result: dict[str, Any], quoted: Iterable[str]
+) -> dict[str, Any]:
+    """``result`` without some of the fields not in ``quoted``, plus 2–5 fields of
+    :data:`EXTRA_FIELDS` (the pool both splits use), maybe reordered."""
+    keep = set(quoted)
+    out = {k: v for k, v in result.items() if k in keep or rng.random() < 0.5}
+    for key, draw in rng.sample(EXTRA_FIELDS, rng.randint(2, 5)):
+        if key not in out:
+            out[key] = draw(rng)
+    if rng.random() < 0.5:
+        items = list(out.items())
+        rng.shuffle(items)
+        out = dict(items)
+    return out

@@ -19,7 +19,7 @@ from agentflow.engine.training.augment import drop_words, opaque_key, opaque_ver
 from agentflow.engine.training.concepts import split_pool
 from agentflow.engine.training.corpus import ALL_CONCEPTS, CorpusGenerator, Sample
 from agentflow.engine.training.tool_maker import EXTRA_PARAMS
-from agentflow.engine.training.tool_results import EXTRA_FIELDS, reshaped
+from agentflow.engine.training.tool_results import EXTRA_FIELDS, reshaped, with_more_extras
 
 
 @pytest.fixture(scope="module")
@@ -230,6 +230,35 @@ def test_reshaped_training_results_vary_their_fields() -> None:
     plain_keys = {k for r in plain for k in r}
     wider = [r for r in shaped if set(r) - known - plain_keys]
     assert len(wider) >= 0.3 * len(shaped)
+
+
+def test_more_extras_keep_the_quoted_fields_and_add_known_ones() -> None:
+    result = {"order_id": "58213", "status": "shipped", "total": 12.5, "items": 2}
+    known = {key for key, _ in EXTRA_FIELDS}
+    dropped = 0
+    for seed in range(50):
+        out = with_more_extras(random.Random(seed), result, ["order_id", "status"])
+        assert out["order_id"] == "58213" and out["status"] == "shipped"
+        assert 2 <= len(set(out) - set(result)) <= 5
+        assert set(out) - set(result) <= known  # no field name the held-out split lacks
+        dropped += "items" not in out
+    assert 10 <= dropped <= 40
+
+
+def test_more_extras_apply_to_training_results_only_when_asked() -> None:
+    # A lookup must be answered from its row even when the row has many columns.
+    more = dataclasses.replace(augment.NONE, more_extras=1.0)
+    rich = _results(list(CorpusGenerator("train", 0, more).samples(300)))
+    plain = _results(list(CorpusGenerator("train", 0, augment.NONE).samples(300)))
+    known = {key for key, _ in EXTRA_FIELDS}
+    assert len(rich) >= 30
+
+    def mean_known(results: list[dict]) -> float:
+        counts = [len(set(r) & known) for r in results if "error" not in r]
+        return sum(counts) / len(counts)
+
+    assert mean_known(rich) >= mean_known(plain) + 1.5
+    assert augment.TRAINING.more_extras == 0  # the shipped line's corpus is unchanged
 
 
 def test_more_parallel_turns_single_calls_into_parallel_ones() -> None:
