@@ -27,6 +27,7 @@ import torch
 
 from .errors import CheckpointError
 from .model import AttentionMode, ModelConfig, Transformer
+from .rope import check_rope_scaling, scaling_type
 
 SUPPORTED_FORMATS: tuple[str, ...] = ("agentflow", "llada", "dream", "llama", "qwen2")
 
@@ -125,10 +126,10 @@ def _llada_names(config: ModelConfig) -> dict[str, str]:
 
 
 def _hf_config(raw: Mapping[str, Any], fmt: CheckpointFormat) -> ModelConfig:
-    if raw.get("rope_scaling"):
-        raise CheckpointError(
-            f"config.json sets rope_scaling={raw['rope_scaling']!r}, which this engine does not implement"
-        )
+    scaling = raw.get("rope_scaling") or None
+    check_rope_scaling(scaling)  # ValueError: the loader names config.json
+    if scaling is not None and scaling_type(scaling) == "default":
+        scaling = None
     n_heads = int(_require(raw, "num_attention_heads", fmt.name))
     dim = int(_require(raw, "hidden_size", fmt.name))
     if raw.get("head_dim") not in (None, dim // n_heads):
@@ -147,6 +148,7 @@ def _hf_config(raw: Mapping[str, Any], fmt: CheckpointFormat) -> ModelConfig:
         ffn_dim=int(_require(raw, "intermediate_size", fmt.name)),
         max_seq_len=int(raw.get("max_position_embeddings", 2048)),
         rope_theta=float(raw.get("rope_theta", 10000.0)),
+        rope_scaling=None if scaling is None else dict(scaling),
         norm_eps=float(raw.get("rms_norm_eps", 1e-6)),
         qkv_bias=qkv_bias,
         tie_embeddings=bool(raw.get("tie_word_embeddings", False)),

@@ -156,7 +156,11 @@ def load_checkpoint(
     folder = resolve_model_path(name_or_path)
     raw = _read_json(folder / "config.json")
     fmt = detect_format(raw, source=str(folder / "config.json"))
-    config = fmt.parse_config(raw, fmt)
+    try:
+        config = fmt.parse_config(raw, fmt)
+    except (ValueError, TypeError) as exc:  # a setting ModelConfig refuses
+        source = folder / "config.json"
+        raise CheckpointError(f"{source}: {exc}", path=source) from exc
     names = fmt.tensor_names(config)
     tensors, origin = _read_tensors(folder)
 

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .generation import COMMIT_ORDERS, CommitOrder
+from .rope import apply_rope, check_rope_scaling, inverse_frequencies, rope_tables
 
 AttentionMode = Literal["bidirectional", "causal", "block"]
 
@@ -42,6 +43,8 @@ class ModelConfig:
     ffn_dim: int
     max_seq_len: int = 2048
     rope_theta: float = 10000.0
+    #: A checkpoint's ``rope_scaling`` object (:mod:`.rope`: ``linear``, ``llama3``); None: none.
+    rope_scaling: dict[str, Any] | None = None
     norm_eps: float = 1e-5
     qkv_bias: bool = False
     tie_embeddings: bool = True
@@ -63,6 +66,7 @@ class ModelConfig:
         self.extra_end_token_ids = tuple(
             int(t) for t in self.extra_end_token_ids if t != self.end_token_id
         )
+        check_rope_scaling(self.rope_scaling)
         if self.commit_order not in COMMIT_ORDERS:
             raise ValueError(
                 f"commit_order must be one of {', '.join(COMMIT_ORDERS)}, got {self.commit_order!r}"
@@ -98,25 +102,6 @@ class RMSNorm(nn.Module):
         x = x.float()
         x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
         return (x * self.weight.float()).to(dtype)
-
-
-def rope_tables(head_dim: int, positions: Tensor, theta: float) -> tuple[Tensor, Tensor]:
-    """cos/sin of shape [B, T, head_dim/2] for integer ``positions`` [B, T]."""
-    inv_freq = 1.0 / (
-        theta
-        ** (torch.arange(0, head_dim, 2, device=positions.device, dtype=torch.float32) / head_dim)
-    )
-    angles = positions.float().unsqueeze(-1) * inv_freq
-    return angles.cos(), angles.sin()
-
-
-def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate halves (the Llama/Qwen "rotate_half" convention). x: [B, H, T, D]."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half].float(), x[..., half:].float()
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-    out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    return out.to(x.dtype)
 
 
 class KVCache:
@@ -356,7 +341,9 @@ class Transformer(nn.Module):
             eye[:, :, start:] = torch.eye(t, dtype=torch.bool, device=tokens.device)
             attn_mask = attn_mask | (eye & ~valid.unsqueeze(2))
 
-        cos, sin = rope_tables(self.config.head_dim, positions, self.config.rope_theta)
+        c = self.config
+        inv_freq = inverse_frequencies(c.head_dim, c.rope_theta, c.rope_scaling, positions.device)
+        cos, sin = rope_tables(positions, inv_freq)
         x = self.tok_embeddings(tokens)
         for i, layer in enumerate(self.layers):
             x = layer(x, cos, sin, attn_mask, cache, i, commit_len)

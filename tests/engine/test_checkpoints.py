@@ -146,8 +146,10 @@ def reference_forward(
     causal: bool,
     eps: float,
     theta: float,
+    inv_freq: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """A plain Llama-family forward (rotate-half RoPE, GQA by repetition, SwiGLU), one sequence."""
+    """A plain Llama-family forward (rotate-half RoPE, GQA by repetition, SwiGLU), one sequence;
+    ``inv_freq`` replaces the rotation frequencies ``theta`` gives."""
 
     def rms(x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
         return x / torch.sqrt((x * x).mean(-1, keepdim=True) + eps) * g
@@ -159,7 +161,7 @@ def reference_forward(
 
     n = tokens.shape[0]
     hd = DIM // HEADS
-    inv = 1.0 / theta ** (torch.arange(0, hd, 2).float() / hd)
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2).float() / hd) if inv_freq is None else inv_freq
     ang = torch.arange(n).float()[:, None] * inv[None]
     cos, sin = torch.cat((ang.cos(), ang.cos()), -1), torch.cat((ang.sin(), ang.sin()), -1)
 
@@ -222,6 +224,103 @@ def test_loaded_forward_matches_reference(
     with torch.no_grad():
         ours = loaded.model(tokens.unsqueeze(0))[0]
     torch.testing.assert_close(ours, expected, atol=2e-4, rtol=2e-4)
+
+
+def llama3_frequencies(theta: float, scaling: dict) -> torch.Tensor:
+    """Llama 3.1's frequency rule, one frequency at a time, as its paper's code states it."""
+    hd = DIM // HEADS
+    out = []
+    context = scaling["original_max_position_embeddings"]
+    low_wavelength = context / scaling["low_freq_factor"]
+    high_wavelength = context / scaling["high_freq_factor"]
+    for i in range(0, hd, 2):
+        freq = 1.0 / theta ** (i / hd)
+        wavelength = 2 * math.pi / freq
+        if wavelength < high_wavelength:
+            out.append(freq)
+        elif wavelength > low_wavelength:
+            out.append(freq / scaling["factor"])
+        else:
+            smooth = (context / wavelength - scaling["low_freq_factor"]) / (
+                scaling["high_freq_factor"] - scaling["low_freq_factor"]
+            )
+            out.append((1 - smooth) * freq / scaling["factor"] + smooth * freq)
+    return torch.tensor(out, dtype=torch.float32)
+
+
+# theta 1000 and head_dim 4: wavelengths 2*pi and ~199 positions. With a context of
+# 256 the long one falls between the two bounds (blended); with 64 it is past both.
+ROPE_SCALINGS = {
+    "linear": {"type": "linear", "factor": 4.0},
+    "llama3-blended": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 256,
+    },
+    "llama3-divided": {
+        "rope_type": "llama3",
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64,
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(ROPE_SCALINGS))
+def test_rope_scaling_matches_reference(
+    name: str, tmp_path: Path, hf_tokenizer: HFTokenizer, tokenizer
+) -> None:
+    # Llama 3.x checkpoints ship a rope_scaling object; positions must rotate as they trained.
+    config, tensors = llama_layout("llama", torch.Generator().manual_seed(3))
+    tensors = {k: v.to(torch.bfloat16) for k, v in tensors.items()}
+    scaling = ROPE_SCALINGS[name]
+    config["rope_scaling"] = scaling
+    loaded = load_checkpoint(write_folder(tmp_path / name, config, tensors, hf_tokenizer))
+    assert loaded.config.rope_scaling == scaling
+    theta = loaded.config.rope_theta
+    hd = DIM // HEADS
+    if scaling.get("type") == "linear":
+        inv = 1.0 / theta ** (torch.arange(0, hd, 2).float() / hd) / scaling["factor"]
+    else:
+        inv = llama3_frequencies(theta, scaling)
+    tokens = torch.tensor([5, 9, 3, 17, 40, 2, 33, 8, 12, 30, 4, 50])
+    getter = llama_getter(tensors)
+    kw = {"causal": True, "eps": loaded.config.norm_eps, "theta": theta}
+    expected = reference_forward(getter, tokens, inv_freq=inv, **kw)
+    with torch.no_grad():
+        ours = loaded.model(tokens.unsqueeze(0))[0]
+    torch.testing.assert_close(ours, expected, atol=2e-4, rtol=2e-4)
+    unscaled = reference_forward(getter, tokens, **kw)
+    assert (unscaled - expected).abs().max() > 1e-2  # the scaling changes the logits
+    # Saved in our format, the scaling travels with the weights.
+    again = load_checkpoint(save_checkpoint(loaded.model, tokenizer, tmp_path / f"{name}-ours"))
+    assert again.config.rope_scaling == scaling
+    with torch.no_grad():
+        torch.testing.assert_close(again.model(tokens.unsqueeze(0))[0], ours, atol=3e-2, rtol=0)
+
+
+def test_unsupported_rope_scaling_is_refused_by_name(
+    tmp_path: Path, hf_tokenizer: HFTokenizer
+) -> None:
+    config, tensors = llama_layout("llama", torch.Generator().manual_seed(0))
+    folder = tmp_path / "yarn"
+    for scaling, message in (
+        ({"rope_type": "yarn", "factor": 4.0}, "'yarn' is not implemented; supported: default"),
+        ({"type": "dynamic", "factor": 2.0}, "'dynamic' is not implemented"),
+        ({"rope_type": "llama3", "factor": 8.0}, "needs a positive number 'low_freq_factor'"),
+        ({"type": "linear", "factor": -1}, "needs a positive number 'factor'"),
+    ):
+        config["rope_scaling"] = scaling
+        write_folder(folder, config, tensors, hf_tokenizer)
+        with pytest.raises(CheckpointError, match=message) as info:
+            load_checkpoint(folder)
+        assert info.value.path == folder / "config.json"
+    config["rope_scaling"] = {"rope_type": "default"}  # what some exporters write for none
+    write_folder(folder, config, tensors, hf_tokenizer)
+    assert load_checkpoint(folder).config.rope_scaling is None
 
 
 def test_every_end_token_of_a_chat_checkpoint_is_known(
