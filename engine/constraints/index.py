@@ -125,7 +125,7 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
     dst = np.fromiter(chain.from_iterable(r.values() for r in raw.values()), np.int64, len(src))
     keep = tok != end
     src, tok, dst = src[keep], tok[keep], dst[keep]
-    order = np.lexsort((tok, src))  # by state, then token
+    order = np.argsort(src * vocab_size + tok)  # by state, then token (pairs are unique)
     src, tok, dst = src[order], tok[order], dst[order]
     dense = _breadth_first_ids(index.get_initial_state(), src, dst)
     done = len(dense)
@@ -140,7 +140,7 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
     src = np.concatenate([src, np.array([*finals, done], dtype=np.int64)])
     tok = np.concatenate([tok, np.full(len(finals) + 1, end, dtype=np.int64)])
     dst = np.concatenate([dst, np.full(len(finals) + 1, done, dtype=np.int64)])
-    order = np.lexsort((tok, src))
+    order = np.argsort(src * vocab_size + tok)
     src, tok, dst = src[order], tok[order], dst[order]
     final = torch.zeros(num_states, dtype=torch.bool)
     final[finals] = True
@@ -178,6 +178,7 @@ def _breadth_first_ids(initial: int, src: np.ndarray, dst: np.ndarray) -> dict[i
     starts = np.flatnonzero(np.diff(src, prepend=-1)) if src.size else src
     ends = [*starts[1:].tolist(), src.size]
     bounds = dict(zip(src[starts].tolist(), zip(starts.tolist(), ends, strict=True), strict=True))
+    targets = dst.tolist()  # one conversion; a NumPy call per state cost more than the walk
     dense: dict[int, int] = {initial: 0}
     queue = deque([initial])
     while queue:
@@ -185,9 +186,7 @@ def _breadth_first_ids(initial: int, src: np.ndarray, dst: np.ndarray) -> dict[i
         if q not in bounds:
             continue
         lo, hi = bounds[q]
-        nexts = dst[lo:hi]
-        _, first = np.unique(nexts, return_index=True)
-        for r in nexts[np.sort(first)].tolist():
+        for r in targets[lo:hi]:
             if r not in dense:
                 dense[r] = len(dense)
                 queue.append(r)
