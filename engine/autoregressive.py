@@ -23,6 +23,7 @@ from .choice_scoring import (
     choose,
     supports_choices,
 )
+from .constraints.copy_choices import likeliest_starts
 from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import (
     Constraints,
@@ -288,6 +289,8 @@ class ARDecoder:
             choice = c.next_choice(budgets[r] - len(out[r]))
             if choice is not None:
                 first = logits[i].float().log_softmax(-1)
+                if choice.copy:
+                    choice = likeliest_starts(choice, first)
                 queries.append(ChoiceQuery(i, choice, empty, int(nexts[i]), first))
         if not queries:
             return {}
@@ -295,16 +298,16 @@ class ARDecoder:
         before = {i: p.passes for i, p in used.items()}
         given = [(used[q.row], ()) if q.row in used else None for q in queries]
         results = choose(self.model, cache, queries, given, config.choice_prior_weight)
-        if any(len(q.choice.candidates) > 1 for q in queries):
+        scored = [q for q in queries if len(q.choice.candidates) > 1 or q.choice.copy]
+        if scored:
             stats.nfe += 1
-            for q in queries:
-                if len(q.choice.candidates) > 1:
-                    stats.rows[live[q.row]].nfe += 1
+            for q in scored:
+                stats.rows[live[q.row]].nfe += 1
         for i, p in used.items():  # the priors' own passes, one row each
             extra = p.passes - before[i]
             stats.nfe += extra
             stats.rows[live[i]].nfe += extra
-        # next_choice makes closed choices only, which are never declined.
+        # A declined copy choice (None) leaves the row to its own next token.
         return {
             q.row: res.candidate.tokens
             for q, res in zip(queries, results, strict=True)

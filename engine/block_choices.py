@@ -19,8 +19,7 @@ import torch
 from torch import Tensor
 
 from .choice_scoring import ChoicePrior, ChoiceQuery, choose, first_logprobs
-from .constraints.closed_choices import ClosedChoice
-from .constraints.copy_choices import MAX_COPY_CANDIDATES, MAX_COPY_STARTS
+from .constraints.copy_choices import likeliest_starts
 from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import Segment
 from .model import KVCache, Transformer
@@ -99,15 +98,3 @@ def make_choices(
         filled = True
     scored = {q.row for q in queries if len(q.choice.candidates) > 1 or q.choice.copy}
     return ChoiceStep(scored, filled, 2 if copies else 1)
-
-
-def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:
-    """A copy choice cut to the candidates that start with one of the ``MAX_COPY_STARTS``
-    first tokens the model likes best (log-probabilities ``first``) among theirs, the
-    likeliest start's first, at most ``MAX_COPY_CANDIDATES``."""
-    starts = sorted({c.tokens[0] for c in choice.candidates}, key=lambda t: -float(first[t]))
-    rank = {t: i for i, t in enumerate(starts[:MAX_COPY_STARTS])}
-    kept = sorted(
-        (c for c in choice.candidates if c.tokens[0] in rank), key=lambda c: rank[c.tokens[0]]
-    )
-    return replace(choice, candidates=tuple(kept[:MAX_COPY_CANDIDATES]))

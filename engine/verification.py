@@ -21,6 +21,7 @@ from torch import Tensor
 from .autoregressive import causal_forward
 from .choice_scoring import ChoicePrior, ChoiceQuery, choose, supports_choices
 from .constraints.closed_choices import ClosedChoice
+from .constraints.copy_choices import likeliest_starts
 from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import Segment
 from .drafting import Draft, grow_cache
@@ -128,12 +129,14 @@ class Verifier:
                 if choosing
                 else None
             )
+            picked: tuple[int, ...] | None = None
             if choice is not None:
                 picked, used = self._choose(choice, logits[j], j, n, prior, emitted, config)
                 passes += used
+            if picked is not None:
                 main = list(picked)
                 hit = draft.tokens[j : j + len(main)] == main
-            else:
+            else:  # no choice here, or a declined copy choice: the position's own token
                 mask = draft.masks.get(j) if j < n else None
                 if mask is None and c is not None:
                     mask = c.next_token_mask()
@@ -160,7 +163,7 @@ class Verifier:
             if c is not None:
                 c.advance(main)
                 if not c.done and main[-1] not in ends:
-                    run = draft.forced_after.get(j) if hit and choice is None else None
+                    run = draft.forced_after.get(j) if hit and picked is None else None
                     if run is None:
                         run = c.forced_tokens()
                     forced = run[: budget - done_len - len(emitted) - len(main)]
@@ -192,22 +195,22 @@ class Verifier:
         prior: ChoicePrior | None,
         emitted: list[int],
         config: GenerationConfig,
-    ) -> tuple[tuple[int, ...], int]:
-        """The candidate :class:`ARDecoder` would choose after ``unseen + draft[:j]``, and
-        the forward passes it took."""
-        if len(choice.candidates) == 1:
+    ) -> tuple[tuple[int, ...] | None, int]:
+        """The candidate :class:`ARDecoder` would choose after ``unseen + draft[:j]`` (None:
+        a copy choice it declines), and the forward passes it took."""
+        if len(choice.candidates) == 1 and not choice.copy:
             return choice.candidates[0].tokens, 0
+        first = logits.log_softmax(-1)
+        if choice.copy:
+            choice = likeliest_starts(choice, first)
         dev = self.cache.k.device
         empty = Segment.empty(dev)
         prefix = self.cache.length - n + j  # the cache holds unseen + the whole draft
-        query = ChoiceQuery(
-            0, choice, empty, self.position + len(self.unseen) + j, logits.log_softmax(-1)
-        )
+        query = ChoiceQuery(0, choice, empty, self.position + len(self.unseen) + j, first)
         before = prior.passes if prior is not None else 0
         given = [(prior, emitted)] if prior is not None else None
         (res,) = choose(
             self.model, self.cache, [query], given, config.choice_prior_weight, length=prefix
         )
         after = prior.passes if prior is not None else 0
-        assert res is not None  # next_choice makes closed choices only, never declined
-        return res.candidate.tokens, 1 + after - before
+        return (None if res is None else res.candidate.tokens), 1 + after - before

@@ -21,10 +21,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .closed_choices import Candidate, tokenize_in_context, walk
+from .closed_choices import Candidate, ClosedChoice, tokenize_in_context, walk
+
+if TYPE_CHECKING:
+    from torch import Tensor
 from .jump_forward import ForcedText
 
 #: Longest span offered, in words.
@@ -152,3 +157,15 @@ def copy_candidates(
         scored = (*content_ids, closers[0][0])
         out.append(Candidate(span, content_ids, scored, tuple(states), closers))
     return tuple(out)
+
+
+def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:
+    """A copy choice cut to the candidates that start with one of the ``MAX_COPY_STARTS``
+    first tokens the model likes best (log-probabilities ``first``) among theirs, the
+    likeliest start's first, at most ``MAX_COPY_CANDIDATES``."""
+    starts = sorted({c.tokens[0] for c in choice.candidates}, key=lambda t: -float(first[t]))
+    rank = {t: i for i, t in enumerate(starts[:MAX_COPY_STARTS])}
+    kept = sorted(
+        (c for c in choice.candidates if c.tokens[0] in rank), key=lambda c: rank[c.tokens[0]]
+    )
+    return replace(choice, candidates=tuple(kept[:MAX_COPY_CANDIDATES]))

@@ -198,20 +198,21 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         """True once the end token has been committed from a final state."""
         return self._state == self._c.automaton.done_state
 
-    def checkpoint(self) -> tuple[int, int, int | None]:
-        """The prefix state (automaton state, tokens used, last token); pass it to :meth:`rollback`."""
-        return (self._state, self._used, self._last)
+    def checkpoint(self) -> tuple[int, int, int | None, int | None]:
+        """The prefix state (automaton state, tokens used, last token, the state before
+        it); pass it to :meth:`rollback`."""
+        return (self._state, self._used, self._last, self._before_last)
 
-    def rollback(self, snapshot: tuple[int, int, int | None]) -> None:
+    def rollback(self, snapshot: tuple[int, int, int | None, int | None]) -> None:
         """Restore the prefix state saved by :meth:`checkpoint`."""
         try:
-            state, used, last = snapshot
+            state, used, last, before_last = snapshot
         except (TypeError, ValueError):
             raise ValueError(f"snapshot {snapshot!r} is not a checkpoint of this session") from None
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used, self._last = state, used, last
-        self._before_last = None  # not in the snapshot: a copy choice waits for the next block
+        self._before_last = before_last
         self._owed = None  # a copy's tokens owed by a block that was rolled back
 
     def _exit_level(self, after: int) -> int:

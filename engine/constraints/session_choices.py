@@ -192,11 +192,39 @@ class SessionChoices:
         return len(run)
 
     def next_choice(self, room: int) -> ClosedChoice | None:
-        """The closed choice right after the prefix, its candidates within ``room``
-        tokens and the budget; None when there is none."""
+        """The closed choice right after the prefix — or, when a string value has just
+        opened, its copy choice — its candidates within ``room`` tokens and the
+        budget; None when there is none."""
         if self.done or room < 1:
             return None
         cands = self._c.candidates(self._state)
         if cands is None:
-            return None
+            return self._next_copy(room)
         return fit(cands, room, lambda k: self._t.level(self._exit_level(k + 1)))
+
+    def _next_copy(self, room: int) -> ClosedChoice | None:
+        """The copy choice right after the prefix (autoregressive decoding): offered when
+        the prefix's last token opened a string value; each candidate with its closing
+        token must fit ``room`` and the budget. A declined one is not offered again
+        because the next token moves the prefix on."""
+        if not self._spans or self._last is None or self._before_last is None:
+            return None
+        if not opens_string(self._c.forced, self._c.free_text, self._before_last, self._last):
+            return None
+        state = self._state
+        if state not in self._copies:
+            self._copies[state] = copy_candidates(
+                self._c.forced, self._t.step, state, self._t.live, self._spans
+            )
+        kept: list[Candidate] = []
+        for c in self._copies[state]:
+            n = len(c.tokens)
+            if n + 1 > room:
+                continue
+            if not all(self._t.level(self._exit_level(k + 1))[s] for k, s in enumerate(c.states)):
+                continue
+            after = self._t.level(self._exit_level(n + 1))
+            closers = tuple((t, q) for t, q in c.closers if after[q])
+            if closers:
+                kept.append(replace(c, closers=closers, scored=(*c.tokens, closers[0][0])))
+        return ClosedChoice(tuple(kept), copy=True) if kept else None

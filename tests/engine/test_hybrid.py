@@ -14,7 +14,9 @@ import torch
 from engine_testing import FixedAnswer, make_config, make_model
 from torch import Tensor
 
+import agentflow.engine.choice_scoring as choice_scoring
 from agentflow.engine.autoregressive import ARDecoder
+from agentflow.engine.constraints.copy_choices import request_spans
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.constraints.schema import compile_json_schema
 from agentflow.engine.errors import InfeasibleConstraintError, TokenizerMismatchError
@@ -183,6 +185,36 @@ def test_greedy_exact_under_a_json_schema(schema_constraint: Constraint) -> None
             text = schema_constraint.tokenizer.decode(res.sequences[0])
             assert set(json.loads(text)) == {"name", "arguments"}
         assert res.stats.forced_tokens == ref.stats.forced_tokens > 0
+
+
+@pytest.mark.parametrize("min_close", [0.0, 0.5, 2.0])
+def test_greedy_exact_with_copy_choices(
+    schema_constraint: Constraint, min_close: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The verifier makes the AR decoder's copy choices (committed, or declined and
+    # written token by token), so hybrid output stays the verifier's own.
+    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", min_close)
+    tokenizer = schema_constraint.tokenizer
+    vocab = tokenizer.vocab_size
+    drafter = make_model(make_config("block", vocab_size=vocab), seed=6)
+    verifier = make_model(make_config("causal", vocab_size=vocab), seed=7)
+    engine, ar = HybridEngine(drafter, verifier), ARDecoder(verifier)
+    cfg = GenerationConfig(max_new_tokens=48, block_length=6, score_choices=True)
+    copied = 0
+    for text in ("where is order 58213?", "track A-77 please", "get_weather for Oslo", "hi"):
+        prompt = tokenizer.encode(text)
+        sessions = []
+        for _ in range(2):
+            sessions.append(schema_constraint.session())
+            sessions[-1].copy_from([text])
+        res = engine.generate(prompt, cfg, constraints=[sessions[0]])
+        ref = ar.generate(prompt, cfg, constraints=[sessions[1]])
+        assert res.sequences == ref.sequences
+        if ref.stats.rows[0].finished:
+            value = json.loads(tokenizer.decode(ref.sequences[0]))["arguments"]["order_id"]
+            copied += value in request_spans([text])
+    if min_close == 0.0:
+        assert copied >= 3  # every value that fits maxLength 6 is a span of the request
 
 
 def test_forced_tokens_cost_no_forward_pass_and_drafts_are_kept(

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import agentflow.engine.choice_scoring as choice_scoring
+from agentflow.engine.autoregressive import ARDecoder
 from agentflow.engine.chat_template import ChatMessage, copy_sources
 from agentflow.engine.constraints.automaton import TokenAutomaton
 from agentflow.engine.constraints.copy_choices import request_spans
@@ -106,11 +107,14 @@ def test_a_value_opening_at_the_blocks_first_position_is_offered_too(
     assert found is not None and found[0] == 0 and found[1].copy
     assert "A-58213" in {c.text for c in found[1].candidates}
 
-    # After a rollback the state before the prefix's last token is not known: no offer
-    # there (a choice waits for the next value), and never a wrong one.
+    # A rollback restores the state before the prefix's last token with the prefix (the
+    # hybrid verifier rolls its session back after each draft): the same offer again.
+    offered = {c.text for c in found[1].candidates}
     snapshot = session.checkpoint()
+    session.advance(tokenizer.encode("A-58213"))
     session.rollback(snapshot)
-    assert session.block_choice(*_row(16)) is None
+    again = session.block_choice(*_row(16))
+    assert again is not None and {c.text for c in again[1].candidates} == offered
 
     closing = constraint.session()  # a block that starts right after a closing quote
     closing.copy_from([REQUEST])
@@ -220,6 +224,34 @@ def test_the_diffusion_decoder_copies_whole_spans_or_writes_as_without_them(
         value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
         jsonschema.validate(value, SCHEMA)
         plain = engine.generate([prompt], config, constraints=[constraint.session(48)])
+        if always:
+            assert value["id"] in request_spans([text])
+        else:
+            assert out.sequences == plain.sequences
+
+
+@pytest.mark.parametrize("always", [True, False])
+def test_the_autoregressive_decoder_copies_whole_spans_or_writes_as_without_them(
+    always: bool,
+    constraint: Constraint,
+    tokenizer: Tokenizer,
+    model_factory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The AR model (and so the hybrid verifier) makes the same copy choices where a
+    # string value opens right after its prefix.
+    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0 if always else 2.0)
+    model = model_factory("causal", vocab_size=tokenizer.vocab_size, seed=12)
+    decoder = ARDecoder(model)
+    config = GenerationConfig(max_new_tokens=48, score_choices=True)
+    for text in (REQUEST, "cancel 58213 now", "x"):
+        prompt = tokenizer.encode(text)
+        session = constraint.session(48)
+        session.copy_from([text])
+        out = decoder.generate([prompt], config, constraints=[session])
+        value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
+        jsonschema.validate(value, SCHEMA)
+        plain = decoder.generate([prompt], config, constraints=[constraint.session(48)])
         if always:
             assert value["id"] in request_spans([text])
         else:
