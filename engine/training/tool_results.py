@@ -87,14 +87,7 @@ def with_extras(rng: random.Random, result: dict[str, Any]) -> dict[str, Any]:
 
 def reshaped(rng: random.Random, result: dict[str, Any], quoted: Iterable[str]) -> dict[str, Any]:
     """``result`` without some of the fields not in ``quoted``, with 2–6 new ones, shuffled."""
-    keep = set(quoted)
-    out = {k: v for k, v in result.items() if k in keep or rng.random() < 0.5}
-    for key, draw in rng.sample(EXTRA_FIELDS + _MORE_FIELDS, rng.randint(2, 6)):
-        if key not in out:
-            out[key] = draw(rng)
-    items = list(out.items())
-    rng.shuffle(items)
-    return dict(items)
+    return _regrown(rng, result, quoted, EXTRA_FIELDS + _MORE_FIELDS, (2, 6), shuffle=1.0)
 
 
 def with_more_extras(
@@ -102,12 +95,26 @@ def with_more_extras(
 ) -> dict[str, Any]:
     """``result`` without some of the fields not in ``quoted``, plus 2–5 fields of
     :data:`EXTRA_FIELDS` (the pool both splits use), maybe reordered."""
+    return _regrown(rng, result, quoted, EXTRA_FIELDS, (2, 5), shuffle=0.5)
+
+
+def _regrown(
+    rng: random.Random,
+    result: dict[str, Any],
+    quoted: Iterable[str],
+    pool: tuple[tuple[str, Draw], ...],
+    added: tuple[int, int],
+    *,
+    shuffle: float,
+) -> dict[str, Any]:
+    """Drop each field not in ``quoted`` with probability 1/2, add ``added`` fields of
+    ``pool``, and shuffle the order with probability ``shuffle``."""
     keep = set(quoted)
     out = {k: v for k, v in result.items() if k in keep or rng.random() < 0.5}
-    for key, draw in rng.sample(EXTRA_FIELDS, rng.randint(2, 5)):
+    for key, draw in rng.sample(pool, rng.randint(*added)):
         if key not in out:
             out[key] = draw(rng)
-    if rng.random() < 0.5:
+    if shuffle >= 1.0 or rng.random() < shuffle:  # no draw when always: streams stay as they were
         items = list(out.items())
         rng.shuffle(items)
         out = dict(items)

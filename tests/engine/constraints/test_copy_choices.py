@@ -202,20 +202,26 @@ def test_a_copy_past_the_block_is_owed_to_the_next_and_a_declined_one_is_not_off
 
 
 @pytest.mark.parametrize("always", [True, False])
-def test_the_diffusion_decoder_copies_whole_spans_or_writes_as_without_them(
+@pytest.mark.parametrize("decoder", ["diffusion", "autoregressive"])
+def test_the_decoders_copy_whole_spans_or_write_as_without_them(
+    decoder: str,
     always: bool,
     constraint: Constraint,
     tokenizer: Tokenizer,
     model_factory,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Thresholds at the extremes: every copy choice made, or none.
+    # Thresholds at the extremes: every copy choice made, or none. The AR decoder (and
+    # so the hybrid verifier) makes them where a string value opens after its prefix.
     monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0 if always else 2.0)
-    model = model_factory(
-        "block", vocab_size=tokenizer.vocab_size, logits_shift=1, seed=11, block_length=8
-    )
-    engine = DiffusionEngine(model)
-    config = GenerationConfig(max_new_tokens=48, block_length=8, steps=8, score_choices=True)
+    vocab = tokenizer.vocab_size
+    if decoder == "diffusion":
+        model = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=8)
+        engine: DiffusionEngine | ARDecoder = DiffusionEngine(model)
+        config = GenerationConfig(max_new_tokens=48, block_length=8, steps=8, score_choices=True)
+    else:
+        engine = ARDecoder(model_factory("causal", vocab_size=vocab, seed=12))
+        config = GenerationConfig(max_new_tokens=48, score_choices=True)
     for text in (REQUEST, "cancel 58213 now", "x"):
         prompt = tokenizer.encode(text)
         session = constraint.session(48)
@@ -224,34 +230,6 @@ def test_the_diffusion_decoder_copies_whole_spans_or_writes_as_without_them(
         value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
         jsonschema.validate(value, SCHEMA)
         plain = engine.generate([prompt], config, constraints=[constraint.session(48)])
-        if always:
-            assert value["id"] in request_spans([text])
-        else:
-            assert out.sequences == plain.sequences
-
-
-@pytest.mark.parametrize("always", [True, False])
-def test_the_autoregressive_decoder_copies_whole_spans_or_writes_as_without_them(
-    always: bool,
-    constraint: Constraint,
-    tokenizer: Tokenizer,
-    model_factory,
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # The AR model (and so the hybrid verifier) makes the same copy choices where a
-    # string value opens right after its prefix.
-    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0 if always else 2.0)
-    model = model_factory("causal", vocab_size=tokenizer.vocab_size, seed=12)
-    decoder = ARDecoder(model)
-    config = GenerationConfig(max_new_tokens=48, score_choices=True)
-    for text in (REQUEST, "cancel 58213 now", "x"):
-        prompt = tokenizer.encode(text)
-        session = constraint.session(48)
-        session.copy_from([text])
-        out = decoder.generate([prompt], config, constraints=[session])
-        value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
-        jsonschema.validate(value, SCHEMA)
-        plain = decoder.generate([prompt], config, constraints=[constraint.session(48)])
         if always:
             assert value["id"] in request_spans([text])
         else:
