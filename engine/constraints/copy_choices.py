@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .closed_choices import Candidate, ClosedChoice, tokenize_in_context, walk
+from .jump_forward import ForcedText
 
 if TYPE_CHECKING:
     from torch import Tensor
-from .jump_forward import ForcedText
 
 #: Longest span offered, in words.
 MAX_SPAN_WORDS = 6

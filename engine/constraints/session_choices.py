@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -115,27 +116,28 @@ class SessionChoices:
             before, last = int(viable[0]), row.tokens[start - 1]
         if not opens_string(self._c.forced, self._c.free_text, before, last):
             return None
-        state = int(row.viable(start)[0])
-        if state not in self._copies:
-            self._copies[state] = copy_candidates(
-                self._c.forced, self._t.step, state, self._t.live, self._spans
-            )
         room = row.length - start
         kept: list[Candidate] = []
-        for c in self._copies[state]:
+        for c in self._copy_candidates(int(row.viable(start)[0])):
             n = len(c.tokens)
             inside = c.states[:room]  # the rest, past the block, is owed (fill_choice)
             if not all(row.backward[start + 1 + k][s] for k, s in enumerate(inside)):
                 continue
             if n + 1 > room:
                 kept.append(c)
-                continue
-            closers = tuple((t, q) for t, q in c.closers if row.backward[start + 1 + n][q])
-            if closers:
-                kept.append(replace(c, closers=closers, scored=(*c.tokens, closers[0][0])))
+            elif (closed := _closed_within(c, row.backward[start + 1 + n])) is not None:
+                kept.append(closed)
         if not kept:
             return None
         return ClosedChoice(tuple(kept), copy=True)
+
+    def _copy_candidates(self, state: int) -> tuple[Candidate, ...]:
+        """The copy candidates where a string value opens at automaton ``state`` (cached)."""
+        if state not in self._copies:
+            self._copies[state] = copy_candidates(
+                self._c.forced, self._t.step, state, self._t.live, self._spans
+            )
+        return self._copies[state]
 
     def fill_choice(self, tokens: Tensor, masked: Tensor, start: int, candidate: Candidate) -> None:
         """Commit ``candidate`` (of :meth:`block_choice`) at ``start``, in place.
@@ -211,20 +213,27 @@ class SessionChoices:
             return None
         if not opens_string(self._c.forced, self._c.free_text, self._before_last, self._last):
             return None
-        state = self._state
-        if state not in self._copies:
-            self._copies[state] = copy_candidates(
-                self._c.forced, self._t.step, state, self._t.live, self._spans
-            )
+        levels: dict[int, np.ndarray] = {}  # states allowed after k more tokens
+
+        def allowed(k: int) -> np.ndarray:
+            if k not in levels:
+                levels[k] = self._t.level(self._exit_level(k))
+            return levels[k]
+
         kept: list[Candidate] = []
-        for c in self._copies[state]:
+        for c in self._copy_candidates(self._state):
             n = len(c.tokens)
-            if n + 1 > room:
+            if n + 1 > room or not all(allowed(k + 1)[s] for k, s in enumerate(c.states)):
                 continue
-            if not all(self._t.level(self._exit_level(k + 1))[s] for k, s in enumerate(c.states)):
-                continue
-            after = self._t.level(self._exit_level(n + 1))
-            closers = tuple((t, q) for t, q in c.closers if after[q])
-            if closers:
-                kept.append(replace(c, closers=closers, scored=(*c.tokens, closers[0][0])))
+            if (closed := _closed_within(c, allowed(n + 1))) is not None:
+                kept.append(closed)
         return ClosedChoice(tuple(kept), copy=True) if kept else None
+
+
+def _closed_within(c: Candidate, allowed: np.ndarray) -> Candidate | None:
+    """``c`` with only the closing tokens that lead to an ``allowed`` state (the likeliest
+    is scored when it is chosen); None when none does."""
+    closers = tuple((t, q) for t, q in c.closers if allowed[q])
+    if not closers:
+        return None
+    return replace(c, closers=closers, scored=(*c.tokens, closers[0][0]))
