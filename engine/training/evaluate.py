@@ -232,16 +232,18 @@ def evaluate(
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     # Compiled as the batches need them and only the recent ones kept: an action
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
-    compiled: OrderedDict[str, Any] = OrderedDict()
-
-    def constraint_for(schema: dict[str, Any]) -> Any:
+    compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
+    if constrained:
         from ..constraints import ConstraintCompiler
         from ..constraints.enforcement import Constraint
 
+        compiler = ConstraintCompiler(max_entries=1)  # ``compiled`` is the cache
+
+    def constraint_for(schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True)
         if key not in compiled:
-            automaton = ConstraintCompiler(max_entries=1).compile_schema(schema, tokenizer)
-            compiled[key] = Constraint(automaton.automaton, tokenizer)
+            automaton = compiler.compile_schema(schema, tokenizer).automaton
+            compiled[key] = Constraint(automaton, tokenizer)
             while len(compiled) > _KEPT_CONSTRAINTS:
                 compiled.popitem(last=False)
         compiled.move_to_end(key)
