@@ -46,6 +46,13 @@ def add_parser(subparsers: Any) -> None:
         help="heldout: unseen names and phrasings (default); train: fresh conversations "
         "of the training distribution (is the model under-trained, or not generalizing?)",
     )
+    parser.add_argument(
+        "--min-prompt-tokens",
+        type=int,
+        default=0,
+        help="put finished exchanges of other held-out conversations in front of each case "
+        "until its prompt has this many tokens (the corpus keeps prompts under 512)",
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="cases decoded together")
     parser.add_argument(
         "--no-constraint", action="store_true", help="decode without the action constraint"
@@ -115,7 +122,13 @@ def run(args: argparse.Namespace) -> int:
         try:
             baseline = json.loads(args.compare.read_text())
             check_same_cases(
-                baseline["settings"], {"n": args.cases, "seed": args.seed, "split": args.split}
+                baseline["settings"],
+                {
+                    "n": args.cases,
+                    "seed": args.seed,
+                    "split": args.split,
+                    "min_prompt_tokens": args.min_prompt_tokens,
+                },
             )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             print(f"agentflow eval: cannot compare with {args.compare}: {exc}", file=sys.stderr)
@@ -156,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         canonical=args.canonical,
         copy=args.copy,
+        min_prompt_tokens=args.min_prompt_tokens,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

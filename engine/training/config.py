@@ -56,6 +56,10 @@ class OptimSettings:
     min_rate: float = 0.1
     # Diffusion block lengths drawn per example (empty: the model's block_length).
     block_lengths: tuple[int, ...] = ()
+    # A share ``gap_rate`` of the rows skip up to ``position_gap`` positions
+    # inside the prompt (objectives.py, "Position gaps"); 0 leaves every batch as it was.
+    position_gap: int = 0
+    gap_rate: float = 0.0
     threads: int = 1
     checkpoint_minutes: float = 5.0
     log_every: int = 25
@@ -108,6 +112,12 @@ class TrainConfig:
                 f"objective must be 'diffusion' or 'autoregressive', got {raw['objective']!r}"
             )
         model = ModelConfig.from_dict(raw["model"])
+        optim = build(OptimSettings, raw.get("optim"), "optim")
+        if optim.position_gap < 0 or not 0.0 <= optim.gap_rate <= 1.0:
+            raise ValueError(
+                f"optim.position_gap must be >= 0 and optim.gap_rate in [0, 1], "
+                f"got {optim.position_gap} and {optim.gap_rate}"
+            )
         return cls(
             name=raw["name"],
             objective=raw["objective"],
@@ -116,7 +126,7 @@ class TrainConfig:
             export_dir=raw["export_dir"],
             tokenizer=build(TokenizerSettings, raw.get("tokenizer"), "tokenizer"),
             data=build(DataSettings, raw.get("data"), "data"),
-            optim=build(OptimSettings, raw.get("optim"), "optim"),
+            optim=optim,
             init_from=raw.get("init_from"),
         )
 

@@ -27,7 +27,9 @@ METRICS: dict[str, Callable[[dict[str, Any]], bool]] = {
     "faithful_final": lambda c: c.get("faithful_final") is not None,
 }
 #: Settings that must agree for two reports to describe the same cases.
-SAME_CASES = ("n", "seed", "split")
+SAME_CASES = ("n", "seed", "split", "min_prompt_tokens")
+#: What a report written before a setting existed used.
+_BEFORE = {"split": "heldout", "min_prompt_tokens": 0}
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,8 @@ class PairedCount:
 def check_same_cases(old: dict[str, Any], new: dict[str, Any]) -> None:
     """Raise ``ValueError`` unless two reports' settings describe the same cases."""
     for key in SAME_CASES:
-        a = old.get(key, "heldout" if key == "split" else None)  # reports before --split
-        b = new.get(key, "heldout" if key == "split" else None)
+        a = old.get(key, _BEFORE.get(key))
+        b = new.get(key, _BEFORE.get(key))
         if a != b:
             raise ValueError(f"not the same cases: {key} is {a!r} there and {b!r} here")
 

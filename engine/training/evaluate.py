@@ -40,6 +40,7 @@ from ..chat_template import copy_sources
 from ..generation import GenerationConfig
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
+from .long_prompts import lengthened
 
 #: Compiled constraints an evaluation keeps at once (the most recent).
 _KEPT_CONSTRAINTS = 32
@@ -222,14 +223,23 @@ def evaluate(
     split: Split = "heldout",
     canonical: bool = False,
     copy: bool = False,
+    min_prompt_tokens: int = 0,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
     in each mode and score them; ``canonical`` goes to the constraint sessions, and
-    ``copy`` gives them the request to copy values from (``copy_from``)."""
+    ``copy`` gives them the request to copy values from (``copy_from``).
+    ``min_prompt_tokens`` puts earlier exchanges in front of each case until its
+    prompt is that long (:mod:`.long_prompts`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
-    samples = eval_cases(n, seed, split)
-    schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
+    samples = lengthened(
+        eval_cases(n, seed, split),
+        min_prompt_tokens,
+        lambda text: len(tokenizer.encode(text)),
+        seed=seed,
+        split=split,
+    )
+    schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
     # Compiled as the batches need them and only the recent ones kept: an action
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
     compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
@@ -293,6 +303,7 @@ def evaluate(
         "constrained": constrained,
         "canonical": canonical,
         "copy": copy,
+        "min_prompt_tokens": min_prompt_tokens,
         "generation": asdict(config),
         "modes": list(modes),
     }

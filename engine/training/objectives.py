@@ -28,6 +28,16 @@ token before it (the prompt's last token or the previous clean block's last),
 which cannot see the noised block — exactly what the sampler gives that position.
 
 **Next token.** ``prompt | target <|end|>``, causal; loss on the target tokens only.
+
+**Position gaps** (both objectives, ``OptimSettings.position_gap``): the corpus' samples
+are at most ``data.max_len`` tokens, so a model trained on them never sees a query
+and a key further apart than that; a real prompt with a long tool list is longer
+(the demo's answer step: 595 tokens), and a small model's answers there fall
+apart. With a gap, a share of the rows skip ahead by up to ``position_gap``
+positions at a random point of the prompt: the tokens are the same, the distances
+across the gap are longer — positional skip-wise training (PoSE, Zhu et al.
+2023) with one skip. Rows without a gap keep their positions, so short prompts
+stay in distribution.
 """
 
 from __future__ import annotations
@@ -83,17 +93,22 @@ def diffusion_batch(
     noise_copies: int = 2,
     min_rate: float = 0.1,
     logits_shift: int = 0,
+    position_gap: int = 0,
+    gap_rate: float = 0.0,
+    max_positions: int | None = None,
 ) -> Batch:
     """A BD3-LM batch (see the module docstring for the layout).
 
     ``logits_shift=1`` scores each target token at the position before it (see
-    "Shifted block diffusion" above).
+    "Shifted block diffusion" above). ``position_gap``, ``gap_rate`` and
+    ``max_positions``: as in :func:`autoregressive_batch` ("Position gaps" above).
 
     With several ``block_length`` s, each example draws one (the sampler's block length
     is a decoding setting, so the model is trained for more than one).
     """
     if logits_shift not in (0, 1):
         raise ValueError(f"logits_shift must be 0 or 1, got {logits_shift}")
+    _check_gap(position_gap, gap_rate)
     choices = [block_length] if isinstance(block_length, int) else list(block_length)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
@@ -131,10 +146,13 @@ def diffusion_batch(
                 scored[blk * block_length == torch.arange(n)] = IGNORE  # scored clean, above
                 scored = torch.cat((scored[1:], torch.tensor([IGNORE])))
             labels.append(scored)
+        positions = torch.cat(parts_pos)
+        if position_gap and gap_rate:  # drawn last: a config without gaps keeps its noise
+            _skip_positions(positions, p + n, p, position_gap, gap_rate, max_positions, generator)
         rows.append(
             {
                 "tok": torch.cat(parts_tok),
-                "pos": torch.cat(parts_pos),
+                "pos": positions,
                 "kind": torch.cat(kind),
                 "block": torch.cat(block),
                 "copy": torch.cat(copy),
@@ -181,8 +199,23 @@ def diffusion_mask(pos: Tensor, kind: Tensor, block: Tensor, copy: Tensor, valid
     return mask | (eye & ~valid.unsqueeze(2))
 
 
-def autoregressive_batch(examples: Sequence[Example], *, end_id: int, pad_id: int) -> Batch:
-    """A next-token batch: causal over ``prompt | target <|end|>``, loss on the target turn."""
+def autoregressive_batch(
+    examples: Sequence[Example],
+    *,
+    end_id: int,
+    pad_id: int,
+    position_gap: int = 0,
+    gap_rate: float = 0.0,
+    max_positions: int | None = None,
+    generator: torch.Generator | None = None,
+) -> Batch:
+    """A next-token batch: causal over ``prompt | target <|end|>``, loss on the target turn.
+
+    With ``position_gap`` > 0, each row with probability ``gap_rate`` skips
+    1..``position_gap`` positions after a random prompt token (never past
+    ``max_positions``); ``generator`` draws the rows, points and gaps.
+    """
+    _check_gap(position_gap, gap_rate)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
         seq = torch.tensor([*ex.prompt, *ex.target, end_id], dtype=torch.long)
@@ -200,4 +233,43 @@ def autoregressive_batch(examples: Sequence[Example], *, end_id: int, pad_id: in
     )
     valid = torch.stack([torch.arange(t) < len(r["tok"]) for r in rows])
     positions = torch.arange(t).expand(len(rows), t).clone()
+    if position_gap and gap_rate:
+        for i, ex in enumerate(examples):
+            _skip_positions(
+                positions[i],
+                len(rows[i]["tok"]),
+                len(ex.prompt),
+                position_gap,
+                gap_rate,
+                max_positions,
+                generator,
+            )
     return Batch(tok, positions, None, valid, labels, block_ids=positions.clone())
+
+
+def _check_gap(position_gap: int, gap_rate: float) -> None:
+    if position_gap < 0 or not 0.0 <= gap_rate <= 1.0:
+        raise ValueError(
+            f"position_gap must be >= 0 and gap_rate in [0, 1], got {position_gap}, {gap_rate}"
+        )
+
+
+def _skip_positions(
+    positions: Tensor,
+    length: int,
+    prompt_length: int,
+    position_gap: int,
+    gap_rate: float,
+    max_positions: int | None,
+    generator: torch.Generator | None,
+) -> None:
+    """Add a gap of 1..``position_gap`` positions after a random prompt token, in place.
+
+    ``positions`` is one row laid out prompt first; ``length`` is its largest
+    position + 1 (noised copies reuse the clean positions)."""
+    room = position_gap if max_positions is None else min(position_gap, max_positions - length)
+    draws = torch.rand(3, generator=generator).tolist()
+    if draws[0] >= gap_rate or room < 1 or prompt_length < 2:
+        return
+    after = 1 + int(draws[1] * (prompt_length - 1))  # the gap opens before token `after`
+    positions[after:] += 1 + int(draws[2] * room)

@@ -149,9 +149,17 @@ def make_batch(
 ) -> Batch:
     """One batch of the config's objective; ``seed`` fixes its noise."""
     assert tok.mask_id is not None and tok.end_id is not None and tok.pad_id is not None
-    if config.objective == "autoregressive":
-        return autoregressive_batch(examples, end_id=tok.end_id, pad_id=tok.pad_id)
     gen = torch.Generator().manual_seed(seed)
+    if config.objective == "autoregressive":
+        return autoregressive_batch(
+            examples,
+            end_id=tok.end_id,
+            pad_id=tok.pad_id,
+            position_gap=config.optim.position_gap,
+            gap_rate=config.optim.gap_rate,
+            max_positions=config.model.max_seq_len,
+            generator=gen,
+        )
     return diffusion_batch(
         examples,
         block_length=config.optim.block_lengths or config.model.block_length,
@@ -162,6 +170,9 @@ def make_batch(
         noise_copies=config.optim.noise_copies,
         min_rate=config.optim.min_rate,
         logits_shift=config.model.logits_shift,
+        position_gap=config.optim.position_gap,
+        gap_rate=config.optim.gap_rate,
+        max_positions=config.model.max_seq_len,
     )
 
 

@@ -11,12 +11,14 @@ from agentflow.cli import main
 
 
 @pytest.mark.parametrize(
-    ("split", "cache_prefix", "choices"), [("heldout", False, True), ("train", True, False)]
+    ("split", "cache_prefix", "choices", "min_tokens"),
+    [("heldout", False, True, 0), ("train", True, False, 520)],
 )
 def test_eval_writes_a_report_for_the_split(
     split: str,
     cache_prefix: bool,
     choices: bool,
+    min_tokens: int,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -26,9 +28,12 @@ def test_eval_writes_a_report_for_the_split(
         argv.append("--cache-block-prefix")
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
+    if min_tokens:
+        argv += ["--min-prompt-tokens", str(min_tokens)]
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["split"] == split
+    assert report["settings"]["min_prompt_tokens"] == min_tokens
     assert report["settings"]["canonical"] is choices
     assert report["settings"]["copy"] is choices
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix

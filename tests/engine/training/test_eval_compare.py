@@ -59,6 +59,10 @@ def test_reports_of_other_cases_are_refused() -> None:
         compare_reports(_report([True]), _report([True], split="train"))
     # a report written before --split existed is a held-out one
     assert compare_reports(_report([True], split=None), _report([False]))
+    longer = _report([True])
+    longer["settings"]["min_prompt_tokens"] = 640
+    with pytest.raises(ValueError, match="min_prompt_tokens is 0 there and 640 here"):
+        compare_reports(_report([True]), longer)
     other = _report([True, False])
     other["cases"][1]["kind"] = "parallel"
     with pytest.raises(ValueError, match="diffusion cases differ"):

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 
 from agentflow.engine.model import ModelConfig, Transformer
 from agentflow.engine.training.objectives import (
     IGNORE,
+    Batch,
     Example,
     autoregressive_batch,
     diffusion_batch,
@@ -154,3 +157,70 @@ def test_autoregressive_batch_scores_only_the_target_turn_and_end() -> None:
             batch.tokens, positions=batch.positions, block_ids=batch.block_ids, valid=batch.valid
         )
     assert torch.isfinite(out).all()
+
+
+def test_autoregressive_position_gaps_stretch_distances_inside_the_prompt() -> None:
+    examples = [Example(list(range(10, 30)), [8, 9]), Example([5, 6, 7], [8])]
+    plain = autoregressive_batch(examples, end_id=END, pad_id=PAD)
+    gapped = autoregressive_batch(
+        examples,
+        end_id=END,
+        pad_id=PAD,
+        position_gap=100,
+        gap_rate=1.0,
+        max_positions=120,
+        generator=torch.Generator().manual_seed(3),
+    )
+    # Same tokens and labels: only the distances change.
+    assert torch.equal(gapped.tokens, plain.tokens)
+    assert torch.equal(gapped.labels, plain.labels)
+    for row, ex in enumerate(examples):
+        pos = gapped.positions[row].tolist()
+        steps = [b - a for a, b in itertools.pairwise(pos)]
+        jumps = [i + 1 for i, d in enumerate(steps) if d != 1]
+        assert len(jumps) == 1 and 1 <= jumps[0] < len(ex.prompt)  # one gap, inside the prompt
+        assert steps[jumps[0] - 1] > 1
+        assert pos[len(ex.prompt) + len(ex.target)] < 120  # the <|end|> label stays in range
+        assert torch.equal(gapped.block_ids[row], gapped.positions[row])  # still causal
+    again = autoregressive_batch(
+        examples,
+        end_id=END,
+        pad_id=PAD,
+        position_gap=100,
+        gap_rate=1.0,
+        max_positions=120,
+        generator=torch.Generator().manual_seed(3),
+    )
+    assert torch.equal(again.positions, gapped.positions)
+    none = autoregressive_batch(examples, end_id=END, pad_id=PAD, position_gap=100, gap_rate=0.0)
+    assert torch.equal(none.positions, plain.positions)
+    with pytest.raises(ValueError, match="gap_rate"):
+        autoregressive_batch(examples, end_id=END, pad_id=PAD, position_gap=10, gap_rate=1.5)
+
+
+def test_diffusion_position_gaps_keep_tokens_labels_and_visibility() -> None:
+    example = [Example(list(range(9, 21)), [20, 21, 22, 23, 24, 25, 26])]
+
+    def batch(gap: int) -> Batch:
+        return diffusion_batch(
+            example,
+            block_length=B,
+            mask_id=MASK,
+            end_id=END,
+            pad_id=PAD,
+            generator=torch.Generator().manual_seed(4),
+            logits_shift=1,
+            position_gap=gap,
+            gap_rate=1.0,
+            max_positions=64,
+        )
+
+    plain, gapped = batch(0), batch(40)
+    assert torch.equal(gapped.tokens, plain.tokens)  # the noise is drawn before the gap
+    assert torch.equal(gapped.labels, plain.labels)
+    assert torch.equal(gapped.attn_mask, plain.attn_mask)
+    shift = (gapped.positions - plain.positions)[0].tolist()
+    start = shift.index(next(d for d in shift if d))
+    assert 1 <= start < len(example[0].prompt)  # the gap opens inside the prompt
+    assert set(shift[:start]) == {0} and len(set(shift[start:])) == 1  # one gap, kept after
+    assert int(gapped.positions.max()) < 64

@@ -209,3 +209,15 @@ def test_a_shifted_drafter_starts_from_an_ar_export_and_keeps_its_commit_order(
     shipped = load_checkpoint(export(drafter))
     assert shipped.config.attention == "block"
     assert (shipped.config.logits_shift, shipped.config.commit_order) == (1, "prefix")
+
+
+def test_position_gap_settings_are_checked_when_the_config_loads() -> None:
+    model = {"vocab_size": 64, "dim": 16, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1}
+    base = {"name": "x", "out_dir": "o", "export_dir": "e", "model": {**model, "ffn_dim": 32}}
+    ar = {**base, "objective": "autoregressive"}
+    config = TrainConfig.from_dict({**ar, "optim": {"position_gap": 512, "gap_rate": 0.5}})
+    assert (config.optim.position_gap, config.optim.gap_rate) == (512, 0.5)
+    with pytest.raises(ValueError, match="gap_rate in"):
+        TrainConfig.from_dict({**ar, "optim": {"position_gap": 512, "gap_rate": 2}})
+    with pytest.raises(ValueError, match="position_gap must be >= 0"):
+        TrainConfig.from_dict({**base, "objective": "diffusion", "optim": {"position_gap": -8}})
