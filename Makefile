@@ -32,7 +32,7 @@ format: $(STAMP)
 # scratch, stages 2 and 3 continue from the previous export on fresh corpus samples),
 # then two more AR stages on the perturbed corpus (names hidden, made-up tools),
 # then the diffusion drafter starts from that AR export (shifted block diffusion) and
-# takes three more stages on the perturbed corpus; last, two more AR stages (wider tool
+# takes four more stages on the perturbed corpus (the last with position gaps); last, two more AR stages (wider tool
 # results, then position gaps for prompts past 512 tokens) replace the AR export, which
 # is why they come after the drafter's configs.
 # Other configs are kept so that experiments reproduce; they are not shipped
@@ -47,6 +47,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage2.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage3.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage4p.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage5g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7e.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7g.json
 
