@@ -161,19 +161,24 @@ def test_autoregressive_batch_scores_only_the_target_turn_and_end() -> None:
 
 def test_autoregressive_position_gaps_stretch_distances_inside_the_prompt() -> None:
     examples = [Example(list(range(10, 30)), [8, 9]), Example([5, 6, 7], [8])]
-    plain = autoregressive_batch(examples, end_id=END, pad_id=PAD)
-    gapped = autoregressive_batch(
-        examples,
-        end_id=END,
-        pad_id=PAD,
-        position_gap=100,
-        gap_rate=1.0,
-        max_positions=120,
-        generator=torch.Generator().manual_seed(3),
-    )
+
+    def batch(rate: float, seed: int = 3) -> Batch:
+        return autoregressive_batch(
+            examples,
+            end_id=END,
+            pad_id=PAD,
+            position_gap=100,
+            gap_rate=rate,
+            max_positions=120,
+            generator=torch.Generator().manual_seed(seed),
+        )
+
+    plain, gapped = batch(0.0), batch(1.0)
     # Same tokens and labels: only the distances change.
     assert torch.equal(gapped.tokens, plain.tokens)
     assert torch.equal(gapped.labels, plain.labels)
+    width = plain.tokens.shape[1]
+    assert torch.equal(plain.positions, torch.arange(width).expand(2, width))  # rate 0: no gap
     for row, ex in enumerate(examples):
         pos = gapped.positions[row].tolist()
         steps = [b - a for a, b in itertools.pairwise(pos)]
@@ -182,18 +187,7 @@ def test_autoregressive_position_gaps_stretch_distances_inside_the_prompt() -> N
         assert steps[jumps[0] - 1] > 1
         assert pos[len(ex.prompt) + len(ex.target)] < 120  # the <|end|> label stays in range
         assert torch.equal(gapped.block_ids[row], gapped.positions[row])  # still causal
-    again = autoregressive_batch(
-        examples,
-        end_id=END,
-        pad_id=PAD,
-        position_gap=100,
-        gap_rate=1.0,
-        max_positions=120,
-        generator=torch.Generator().manual_seed(3),
-    )
-    assert torch.equal(again.positions, gapped.positions)
-    none = autoregressive_batch(examples, end_id=END, pad_id=PAD, position_gap=100, gap_rate=0.0)
-    assert torch.equal(none.positions, plain.positions)
+    assert torch.equal(batch(1.0).positions, gapped.positions)  # reproducible
     with pytest.raises(ValueError, match="gap_rate"):
         autoregressive_batch(examples, end_id=END, pad_id=PAD, position_gap=10, gap_rate=1.5)
 
