@@ -235,9 +235,9 @@ def autoregressive_batch(
     positions = torch.arange(t).expand(len(rows), t).clone()
     if position_gap and gap_rate:
         for i, ex in enumerate(examples):
-            _skip_positions(
+            _skip_positions(  # the padding after a short row shifts too: bound by t
                 positions[i],
-                len(rows[i]["tok"]),
+                t,
                 len(ex.prompt),
                 position_gap,
                 gap_rate,
