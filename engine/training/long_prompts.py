@@ -52,12 +52,15 @@ def lengthened(
     for sample in samples:
         history: list[ChatMessage] = []
         longer = sample
-        while count_tokens(longer.prompt()) < min_tokens:
-            if len(history) >= 4 * MAX_EXCHANGES:
+        for _ in range(MAX_EXCHANGES):
+            if count_tokens(longer.prompt()) >= min_tokens:
+                break
+            history = next(donors) + history
+            longer = replace(sample, messages=(*history, *sample.messages))
+        else:
+            if count_tokens(longer.prompt()) < min_tokens:
                 raise ValueError(
                     f"{MAX_EXCHANGES} exchanges did not make a prompt {min_tokens} tokens long"
                 )
-            history = next(donors) + history
-            longer = replace(sample, messages=(*history, *sample.messages))
         out.append(longer)
     return out
