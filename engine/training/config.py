@@ -9,6 +9,7 @@ from typing import Any, Literal
 
 from ..model import ModelConfig
 from . import augment
+from .objectives import check_position_gap
 
 Objective = Literal["diffusion", "autoregressive"]
 
@@ -113,11 +114,10 @@ class TrainConfig:
             )
         model = ModelConfig.from_dict(raw["model"])
         optim = build(OptimSettings, raw.get("optim"), "optim")
-        if optim.position_gap < 0 or not 0.0 <= optim.gap_rate <= 1.0:
-            raise ValueError(
-                f"optim.position_gap must be >= 0 and optim.gap_rate in [0, 1], "
-                f"got {optim.position_gap} and {optim.gap_rate}"
-            )
+        try:
+            check_position_gap(optim.position_gap, optim.gap_rate)
+        except ValueError as exc:  # fails when the config loads, not at the first batch
+            raise ValueError(f"optim.{exc}") from None
         return cls(
             name=raw["name"],
             objective=raw["objective"],

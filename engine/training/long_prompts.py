@@ -52,15 +52,14 @@ def lengthened(
     for sample in samples:
         history: list[ChatMessage] = []
         longer = sample
-        for _ in range(MAX_EXCHANGES):
-            if count_tokens(longer.prompt()) >= min_tokens:
-                break
-            history = next(donors) + history
-            longer = replace(sample, messages=(*history, *sample.messages))
-        else:
-            if count_tokens(longer.prompt()) < min_tokens:
+        added = 0
+        while count_tokens(longer.prompt()) < min_tokens:
+            if added == MAX_EXCHANGES:
                 raise ValueError(
                     f"{MAX_EXCHANGES} exchanges did not make a prompt {min_tokens} tokens long"
                 )
+            history = next(donors) + history
+            added += 1
+            longer = replace(sample, messages=(*history, *sample.messages))
         out.append(longer)
     return out

@@ -108,7 +108,7 @@ def diffusion_batch(
     """
     if logits_shift not in (0, 1):
         raise ValueError(f"logits_shift must be 0 or 1, got {logits_shift}")
-    _check_gap(position_gap, gap_rate)
+    check_position_gap(position_gap, gap_rate)
     choices = [block_length] if isinstance(block_length, int) else list(block_length)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
@@ -215,7 +215,7 @@ def autoregressive_batch(
     1..``position_gap`` positions after a random prompt token (never past
     ``max_positions``); ``generator`` draws the rows, points and gaps.
     """
-    _check_gap(position_gap, gap_rate)
+    check_position_gap(position_gap, gap_rate)
     rows: list[dict[str, Tensor]] = []
     for ex in examples:
         seq = torch.tensor([*ex.prompt, *ex.target, end_id], dtype=torch.long)
@@ -247,7 +247,8 @@ def autoregressive_batch(
     return Batch(tok, positions, None, valid, labels, block_ids=positions.clone())
 
 
-def _check_gap(position_gap: int, gap_rate: float) -> None:
+def check_position_gap(position_gap: int, gap_rate: float) -> None:
+    """Raise ``ValueError`` unless ``position_gap >= 0`` and ``gap_rate`` is in [0, 1]."""
     if position_gap < 0 or not 0.0 <= gap_rate <= 1.0:
         raise ValueError(
             f"position_gap must be >= 0 and gap_rate in [0, 1], got {position_gap}, {gap_rate}"
