@@ -291,6 +291,8 @@ class ARDecoder:
                 first = logits[i].float().log_softmax(-1)
                 if choice.copy:
                     choice = likeliest_starts(choice, first)
+                    if not choice.candidates:
+                        continue  # a copy inside free text that the model is not writing
                 queries.append(ChoiceQuery(i, choice, empty, int(nexts[i]), first))
         if not queries:
             return {}

@@ -77,10 +77,25 @@ def make_choices(
     if not queries:
         return None
     copies = [i for i, q in enumerate(queries) if q.choice.copy]
+    passes = 0
     if copies:  # one short pass finds where each value is likely to start
         firsts = first_logprobs(model, cache, [queries[i] for i in copies])
+        passes = 1
         for i, first in zip(copies, firsts, strict=True):
             queries[i] = replace(queries[i], choice=likeliest_starts(queries[i].choice, first))
+        # A copy inside free text that the model is not writing is declined unscored.
+        looked = {queries[i].row for i in copies}
+        unwritten = [
+            (q, s) for q, s in zip(queries, found_at, strict=True) if not q.choice.candidates
+        ]
+        for q, s in unwritten:
+            c = cons[q.row]
+            assert isinstance(c, ChoiceConstraint)
+            c.decline_choice(tokens[q.row], masked[q.row], s)
+        kept = [(q, s) for q, s in zip(queries, found_at, strict=True) if q.choice.candidates]
+        if not kept:
+            return ChoiceStep(looked, False, passes)
+        queries, found_at = [q for q, _ in kept], [s for _, s in kept]
     given = [
         None if priors[q.row] is None else (priors[q.row], tokens[q.row, :start].tolist())
         for q, start in zip(queries, found_at, strict=True)
@@ -97,4 +112,6 @@ def make_choices(
         confidence[q.row, start : start + len(res.candidate.tokens)] = res.confidence
         filled = True
     scored = {q.row for q in queries if len(q.choice.candidates) > 1 or q.choice.copy}
-    return ChoiceStep(scored, filled, 2 if copies else 1)
+    if copies:
+        scored |= looked
+    return ChoiceStep(scored, filled, passes + 1)

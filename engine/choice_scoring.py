@@ -30,6 +30,7 @@ from torch import Tensor
 
 from .constraints.closed_choices import Candidate, ClosedChoice
 from .constraints.copy_choices import COPY_MIN_CLOSE
+from .constraints.word_copies import WORD_MIN_CLOSE
 from .decode_batch import Segment
 from .generation import GenerationConfig
 from .model import KVCache, Transformer
@@ -240,7 +241,7 @@ def choose(
         best = int(scores.argmax())
         chosen = cands[best]
         if q.choice.copy:
-            chosen = _closed_copy(chosen, closings[own[qi]][best])
+            chosen = _closed_copy(chosen, closings[own[qi]][best], q.choice.within_text)
             if chosen is None:
                 results.append(None)
                 continue
@@ -248,14 +249,21 @@ def choose(
     return results
 
 
-def _closed_copy(best: Candidate, closing: tuple[int, float] | None) -> Candidate | None:
+def _closed_copy(
+    best: Candidate, closing: tuple[int, float] | None, within_text: bool = False
+) -> Candidate | None:
     """A copy choice's ``best`` candidate with its likeliest closing token, or None when
-    the string closes after it with less than ``COPY_MIN_CLOSE`` probability."""
+    the string closes after it with less than ``COPY_MIN_CLOSE`` probability
+    (``WORD_MIN_CLOSE`` inside free text, ``within_text``). A likeliest closer that is
+    not among ``best.committed_closers`` (the next word's start, inside free text) is
+    left to the decoder: the candidate is committed alone."""
     assert closing is not None
     index, close_logp = closing
-    if math.exp(close_logp) < COPY_MIN_CLOSE:
+    if math.exp(close_logp) < (WORD_MIN_CLOSE if within_text else COPY_MIN_CLOSE):
         return None
     token, state = best.closers[index]
+    if best.committed_closers is not None and token not in best.committed_closers:
+        return replace(best, scored=best.tokens, closers=())
     return replace(
         best,
         tokens=(*best.tokens, token),

@@ -203,6 +203,8 @@ class Verifier:
         first = logits.log_softmax(-1)
         if choice.copy:
             choice = likeliest_starts(choice, first)
+            if not choice.candidates:
+                return None, 0  # a copy inside free text that the model is not writing
         dev = self.cache.k.device
         empty = Segment.empty(dev)
         prefix = self.cache.length - n + j  # the cache holds unseen + the whole draft

@@ -175,6 +175,13 @@ def add_copy_argument(parser: argparse.ArgumentParser, source: str) -> None:
         help=f"constrained block diffusion with --score-choices: offer spans of {source} "
         "whole where a string value opens (default: off)",
     )
+    parser.add_argument(
+        "--copy-within-text",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="with --copy: inside free text, finish a value of the sources (an id, a name, a "
+        "number) once the output has started it and the model goes on with it (default: off)",
+    )
 
 
 def load_model(spec: str | None, *, base_url: str | None = None) -> Model:

@@ -169,6 +169,7 @@ def run(args: argparse.Namespace) -> int:
         split=args.split,
         canonical=args.canonical,
         copy=args.copy,
+        copy_within_text=args.copy_within_text,
         min_prompt_tokens=args.min_prompt_tokens,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

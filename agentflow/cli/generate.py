@@ -144,6 +144,7 @@ def _schema_constraint(
     *,
     canonical: bool = False,
     copy_from: list[str] | None = None,
+    copy_within_text: bool = False,
 ) -> DecodeConstraint:
     try:
         schema = json.loads(path.read_text(encoding="utf-8"))
@@ -157,7 +158,7 @@ def _schema_constraint(
         max_tokens=budget, canonical=canonical
     )
     if copy_from:
-        session.copy_from(copy_from)
+        session.copy_from(copy_from, within_text=copy_within_text)
     return session
 
 
@@ -262,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
             config.max_new_tokens,
             canonical=args.canonical,
             copy_from=[args.prompt] if args.copy else None,
+            copy_within_text=args.copy_within_text,
         )
         if args.schema
         else None

@@ -93,6 +93,9 @@ CANONICAL = True
 #: Diffusion steps offer the request's spans whole where a string value opens
 #: (measured on three held-out sets: docs/constraints.md, "Copy choices").
 COPY = True
+#: ... and inside free text finish a value of the sources the output has started to
+#: quote (docs/constraints.md, "Copies inside free text").
+COPY_WITHIN_TEXT = True
 
 
 class EmbeddedModel:
@@ -260,7 +263,7 @@ class EmbeddedModel:
                     config.max_new_tokens, canonical=CANONICAL
                 )
                 if COPY:
-                    session.copy_from(job.sources)
+                    session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
                 sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only

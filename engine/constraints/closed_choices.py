@@ -58,6 +58,9 @@ class Candidate:
     #: close the string after ``tokens``; the last scored token is then their
     #: marginal, and the likeliest of them is committed with the content.
     closers: tuple[tuple[int, int], ...] = ()
+    #: The closers that are committed with the copy when likeliest (None: any of them).
+    #: Inside free text (:mod:`.word_copies`), punctuation and spaces only.
+    committed_closers: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class ClosedChoice:
     candidates: tuple[Candidate, ...]
     #: True for a choice among spans of the request (:mod:`.copy_choices`).
     copy: bool = False
+    #: True for a copy choice inside free text (:mod:`.word_copies`): made only when the
+    #: model's likeliest next token starts a candidate.
+    within_text: bool = False
 
     @property
     def width(self) -> int:

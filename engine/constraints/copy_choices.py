@@ -19,6 +19,8 @@ otherwise) stays free.
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -28,6 +30,7 @@ import numpy as np
 
 from .closed_choices import Candidate, ClosedChoice, tokenize_in_context, walk
 from .jump_forward import ForcedText
+from .word_copies import WORD_MIN_START
 
 if TYPE_CHECKING:
     from torch import Tensor
@@ -54,13 +57,37 @@ _QUOTE = 0x22
 _BACKSLASH = 0x5C
 
 
+def source_texts(text: str) -> list[str]:
+    """The texts a source offers spans of: a JSON object or array (a tool result) its
+    scalar values — strings as they are, numbers as written (``129.99``, not
+    ``129.989999``) — and any other text itself."""
+    stripped = text.strip()
+    if not stripped.startswith(("{", "[")):
+        return [text]
+    try:
+        data = json.loads(stripped, parse_float=str, parse_int=str)
+    except ValueError:
+        return [text]
+    values: list[str] = []
+    stack = [data]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
+        elif isinstance(item, str) and item:
+            values.append(item)
+    return values
+
+
 def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tuple[str, ...]:
-    """Every run of 1..``max_words`` words of ``texts``, trimmed of edge punctuation,
-    without duplicates, in order of first appearance. A double-quoted phrase is one
-    value: a span holds all of it or none of it. A word with a possessive ``'s``
-    is offered without it too."""
+    """Every run of 1..``max_words`` words of ``texts`` (of a JSON text, of each of its
+    values: :func:`source_texts`), trimmed of edge punctuation, without duplicates, in
+    order of first appearance. A double-quoted phrase is one value: a span holds all
+    of it or none of it. A word with a possessive ``'s`` is offered without it too."""
     seen: dict[str, None] = {}
-    for text in texts:
+    for text in (value for source in texts for value in source_texts(source)):
         quoted = [(m.start(1), m.end(1)) for m in _QUOTED.finditer(text)]
         words = list(_WORD.finditer(text))
         for i in range(len(words)):
@@ -162,7 +189,15 @@ def copy_candidates(
 def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:
     """A copy choice cut to the candidates that start with one of the ``MAX_COPY_STARTS``
     first tokens the model likes best (log-probabilities ``first``) among theirs, the
-    likeliest start's first, at most ``MAX_COPY_CANDIDATES``."""
+    likeliest start's first, at most ``MAX_COPY_CANDIDATES``. A choice inside free text
+    (``within_text``) keeps those whose first token has at least ``WORD_MIN_START`` of
+    the probability of the model's likeliest token of all, and may be left with none:
+    the model is not writing one of them."""
+    if choice.within_text:
+        floor = float(first.max()) + math.log(WORD_MIN_START)
+        kept = [c for c in choice.candidates if float(first[c.tokens[0]]) >= floor]
+        kept.sort(key=lambda c: -float(first[c.tokens[0]]))
+        return replace(choice, candidates=tuple(kept[:MAX_COPY_CANDIDATES]))
     starts = sorted({c.tokens[0] for c in choice.candidates}, key=lambda t: -float(first[t]))
     rank = {t: i for i, t in enumerate(starts[:MAX_COPY_STARTS])}
     kept = sorted(

@@ -53,6 +53,7 @@ from .session_autoregressive import SessionAutoregressive
 from .session_block import SessionBlock
 from .session_canonical import SessionCanonical
 from .session_choices import SessionChoices
+from .word_copies import next_word
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
@@ -175,6 +176,7 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         self._used = 0  # tokens of the committed prefix
         self._last: int | None = None  # the prefix's last token (None: none yet)
         self._before_last: int | None = None  # the state before it (None: unknown)
+        self._word: bytes | None = None  # the word in progress in free text (:mod:`.word_copies`)
         self._pairs = constraint.tokenizer.canonical_pairs if canonical else None
         self._row: BlockSweep | None = None  # the sweeps of the block being denoised
         # (block position, token): the forced text's next token, left to the model by
@@ -198,21 +200,22 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         """True once the end token has been committed from a final state."""
         return self._state == self._c.automaton.done_state
 
-    def checkpoint(self) -> tuple[int, int, int | None, int | None]:
+    def checkpoint(self) -> tuple[int, int, int | None, int | None, bytes | None]:
         """The prefix state (automaton state, tokens used, last token, the state before
-        it); pass it to :meth:`rollback`."""
-        return (self._state, self._used, self._last, self._before_last)
+        it, the word in progress); pass it to :meth:`rollback`."""
+        return (self._state, self._used, self._last, self._before_last, self._word)
 
-    def rollback(self, snapshot: tuple[int, int, int | None, int | None]) -> None:
+    def rollback(self, snapshot: tuple[int, int, int | None, int | None, bytes | None]) -> None:
         """Restore the prefix state saved by :meth:`checkpoint`."""
         try:
-            state, used, last, before_last = snapshot
+            state, used, last, before_last, word = snapshot
         except (TypeError, ValueError):
             raise ValueError(f"snapshot {snapshot!r} is not a checkpoint of this session") from None
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used, self._last = state, used, last
         self._before_last = before_last
+        self._word = word
         self._owed = None  # a copy's tokens owed by a block that was rolled back
 
     def _exit_level(self, after: int) -> int:
@@ -253,6 +256,8 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         """Append tokens to the prefix; raise :class:`InfeasibleConstraintError` on a forbidden one."""
         t = self._t
         state = before = self._state
+        word = self._word
+        words = bool(self._word_spans)  # the word in progress matters to within-text copies
         for pos, token in enumerate(token_ids):
             before = state
             nxt = t.step(state, int(token)) if 0 <= int(token) < t.vocab_size else -1
@@ -261,7 +266,12 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
                     f"token {int(token)} at offset {pos} is not allowed in automaton state {state}"
                 )
             state = nxt
+            if words:
+                word = next_word(
+                    word, self._c.forced.token_bytes[int(token)], self._c.free_text(nxt)
+                )
         self._state = state
+        self._word = word
         self._used += len(token_ids)
         if len(token_ids):
             self._last = int(token_ids[-1])

@@ -20,6 +20,7 @@ from torch import Tensor
 from ..errors import InfeasibleConstraintError
 from .closed_choices import Candidate, ClosedChoice, fit
 from .copy_choices import copy_candidates, opens_string, request_spans
+from .word_copies import next_word, value_spans, word_candidates, word_enders
 
 if TYPE_CHECKING:
     from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables
@@ -40,6 +41,13 @@ class SessionChoices:
     #: candidates by automaton state.
     _spans: tuple[str, ...] = ()
     _copies: dict[int, tuple[Candidate, ...]]
+    #: The value-like spans offered inside free text (:mod:`.word_copies`), their
+    #: candidates by (automaton state, word in progress), and the word-ending tokens.
+    _word_spans: tuple[str, ...] = ()
+    _word_copies: dict[tuple[int, bytes], tuple[Candidate, ...]]
+    _enders: tuple[int, ...] | None = None
+    #: The word in progress at the end of the prefix (None: not inside free text).
+    _word: bytes | None
     #: Copy choices the decoder declined, by (prefix state, tokens used, block tokens before).
     _declined: set[tuple[int, int, tuple[int, ...]]]
     #: A choice's tokens past its block: (prefix state, tokens used, tokens) they follow.
@@ -61,16 +69,24 @@ class SessionChoices:
         """The spans offered where a string value opens (:meth:`copy_from`; empty: none)."""
         return self._spans
 
-    def copy_from(self, texts: Sequence[str]) -> None:
+    def copy_from(self, texts: Sequence[str], *, within_text: bool = False) -> None:
         """Offer the spans of ``texts`` (the request, the tool results it follows) as
-        whole candidates where a string value opens in block decoding (:mod:`.copy_choices`);
-        an empty sequence turns copy choices off."""
+        whole candidates where a string value opens (:mod:`.copy_choices`) and, with
+        ``within_text``, to finish a value that free text has started to quote
+        (:mod:`.word_copies`); an empty sequence turns copy choices off."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise TypeError("copy_from takes a sequence of texts (e.g. [request]), not one string")
         spans = request_spans(texts)
         self._spans = spans
         self._copies = {}
         self._declined = set()
+        self._word_spans = value_spans(spans) if within_text else ()
+        self._word_copies = {}
+
+    @property
+    def word_spans(self) -> tuple[str, ...]:
+        """The spans offered inside free text (``copy_from(..., within_text=True)``)."""
+        return self._word_spans
 
     def block_choice(self, tokens: Tensor, masked: Tensor) -> tuple[int, ClosedChoice] | None:
         """(leftmost masked position, its closed or copy choice) when one opens there and
@@ -87,7 +103,7 @@ class SessionChoices:
             return None
         cands = self._c.candidates(int(states[0]))
         if cands is None:
-            copy = self._copy_choice(row, start)
+            copy = self._copy_choice(row, start) or self._word_choice(row, start)
             return None if copy is None else (start, copy)
         choice = fit(cands, row.length - start, lambda k: row.backward[start + 1 + k])
         return None if choice is None else (start, choice)
@@ -116,20 +132,43 @@ class SessionChoices:
             before, last = int(viable[0]), row.tokens[start - 1]
         if not opens_string(self._c.forced, self._c.free_text, before, last):
             return None
+        kept = self._fit_block(row, start, self._copy_candidates(int(row.viable(start)[0])))
+        return ClosedChoice(kept, copy=True) if kept else None
+
+    def _word_choice(self, row: BlockSweep, start: int) -> ClosedChoice | None:
+        """The copy choice inside free text at block position ``start`` (:mod:`.word_copies`):
+        the value-like spans that the word in progress there starts."""
+        if not self._word_spans or self._copy_key(row.tokens, start) in self._declined:
+            return None
+        word = self._word
+        token_bytes = self._c.forced.token_bytes
+        for k in range(start):
+            after = row.viable(k + 1)
+            in_text = after.size == 1 and self._c.free_text(int(after[0]))
+            word = next_word(word, token_bytes[row.tokens[k]], in_text)
+        if not word:
+            return None
+        kept = self._fit_block(row, start, self._word_candidates(int(row.viable(start)[0]), word))
+        return ClosedChoice(kept, copy=True, within_text=True) if kept else None
+
+    def _fit_block(
+        self, row: BlockSweep, start: int, candidates: Sequence[Candidate]
+    ) -> tuple[Candidate, ...]:
+        """The copy candidates the block allows from ``start``: inside the block, every
+        state; when one ends inside it, a closer that leads to an allowed state. The
+        tokens past the block are owed to the next one (:meth:`fill_choice`)."""
         room = row.length - start
         kept: list[Candidate] = []
-        for c in self._copy_candidates(int(row.viable(start)[0])):
+        for c in candidates:
             n = len(c.tokens)
-            inside = c.states[:room]  # the rest, past the block, is owed (fill_choice)
+            inside = c.states[:room]
             if not all(row.backward[start + 1 + k][s] for k, s in enumerate(inside)):
                 continue
             if n + 1 > room:
                 kept.append(c)
             elif (closed := _closed_within(c, row.backward[start + 1 + n])) is not None:
                 kept.append(closed)
-        if not kept:
-            return None
-        return ClosedChoice(tuple(kept), copy=True)
+        return tuple(kept)
 
     def _copy_candidates(self, state: int) -> tuple[Candidate, ...]:
         """The copy candidates where a string value opens at automaton ``state`` (cached)."""
@@ -138,6 +177,23 @@ class SessionChoices:
                 self._c.forced, self._t.step, state, self._t.live, self._spans
             )
         return self._copies[state]
+
+    def _word_candidates(self, state: int, word: bytes) -> tuple[Candidate, ...]:
+        """The within-text candidates of ``word`` at automaton ``state`` (cached)."""
+        key = (state, word)
+        if key not in self._word_copies:
+            if self._enders is None:
+                self._enders = word_enders(self._c.forced)
+            self._word_copies[key] = word_candidates(
+                self._c.forced,
+                self._t.step,
+                state,
+                self._t.live,
+                self._word_spans,
+                word,
+                self._enders,
+            )
+        return self._word_copies[key]
 
     def fill_choice(self, tokens: Tensor, masked: Tensor, start: int, candidate: Candidate) -> None:
         """Commit ``candidate`` (of :meth:`block_choice`) at ``start``, in place.
@@ -195,13 +251,14 @@ class SessionChoices:
 
     def next_choice(self, room: int) -> ClosedChoice | None:
         """The closed choice right after the prefix — or, when a string value has just
-        opened, its copy choice — its candidates within ``room`` tokens and the
-        budget; None when there is none."""
+        opened, its copy choice; inside free text, the copy choice of the word in
+        progress — its candidates within ``room`` tokens and the budget; None when
+        there is none."""
         if self.done or room < 1:
             return None
         cands = self._c.candidates(self._state)
         if cands is None:
-            return self._next_copy(room)
+            return self._next_copy(room) or self._next_word(room)
         return fit(cands, room, lambda k: self._t.level(self._exit_level(k + 1)))
 
     def _next_copy(self, room: int) -> ClosedChoice | None:
@@ -213,6 +270,19 @@ class SessionChoices:
             return None
         if not opens_string(self._c.forced, self._c.free_text, self._before_last, self._last):
             return None
+        kept = self._fit_next(room, self._copy_candidates(self._state))
+        return ClosedChoice(kept, copy=True) if kept else None
+
+    def _next_word(self, room: int) -> ClosedChoice | None:
+        """The copy choice inside free text right after the prefix (:mod:`.word_copies`)."""
+        if not self._word_spans or not self._word:
+            return None
+        kept = self._fit_next(room, self._word_candidates(self._state, self._word))
+        return ClosedChoice(kept, copy=True, within_text=True) if kept else None
+
+    def _fit_next(self, room: int, candidates: Sequence[Candidate]) -> tuple[Candidate, ...]:
+        """The copy candidates that fit ``room`` and the budget after the prefix, each
+        with a closer that leads to an allowed state."""
         levels: dict[int, np.ndarray] = {}  # states allowed after k more tokens
 
         def allowed(k: int) -> np.ndarray:
@@ -221,13 +291,13 @@ class SessionChoices:
             return levels[k]
 
         kept: list[Candidate] = []
-        for c in self._copy_candidates(self._state):
+        for c in candidates:
             n = len(c.tokens)
             if n + 1 > room or not all(allowed(k + 1)[s] for k, s in enumerate(c.states)):
                 continue
             if (closed := _closed_within(c, allowed(n + 1))) is not None:
                 kept.append(closed)
-        return ClosedChoice(tuple(kept), copy=True) if kept else None
+        return tuple(kept)
 
 
 def _closed_within(c: Candidate, allowed: np.ndarray) -> Candidate | None:

@@ -223,11 +223,13 @@ def evaluate(
     split: Split = "heldout",
     canonical: bool = False,
     copy: bool = False,
+    copy_within_text: bool = False,
     min_prompt_tokens: int = 0,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
     in each mode and score them; ``canonical`` goes to the constraint sessions, and
-    ``copy`` gives them the request to copy values from (``copy_from``).
+    ``copy`` gives them the request to copy values from (``copy_from``), and
+    ``copy_within_text`` lets free text finish the values it starts to quote.
     ``min_prompt_tokens`` puts earlier exchanges in front of each case until its
     prompt is that long (:mod:`.long_prompts`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
@@ -275,7 +277,9 @@ def evaluate(
             )
             if copy:
                 for i, session in zip(chunk, sessions, strict=True):
-                    session.copy_from(copy_sources(samples[i].messages))
+                    session.copy_from(
+                        copy_sources(samples[i].messages), within_text=copy_within_text
+                    )
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
@@ -303,6 +307,7 @@ def evaluate(
         "constrained": constrained,
         "canonical": canonical,
         "copy": copy,
+        "copy_within_text": copy_within_text,
         "min_prompt_tokens": min_prompt_tokens,
         "generation": asdict(config),
         "modes": list(modes),

@@ -187,13 +187,19 @@ def test_greedy_exact_under_a_json_schema(schema_constraint: Constraint) -> None
         assert res.stats.forced_tokens == ref.stats.forced_tokens > 0
 
 
-@pytest.mark.parametrize("min_close", [0.0, 0.5, 2.0])
+@pytest.mark.parametrize(
+    ("min_close", "within_text"), [(0.0, False), (0.0, True), (0.5, True), (2.0, False)]
+)
 def test_greedy_exact_with_copy_choices(
-    schema_constraint: Constraint, min_close: float, monkeypatch: pytest.MonkeyPatch
+    schema_constraint: Constraint,
+    min_close: float,
+    within_text: bool,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The verifier makes the AR decoder's copy choices (committed, or declined and
-    # written token by token), so hybrid output stays the verifier's own.
+    # written token by token), inside free text too, so hybrid output stays its own.
     monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", min_close)
+    monkeypatch.setattr(choice_scoring, "WORD_MIN_CLOSE", min_close)
     tokenizer = schema_constraint.tokenizer
     vocab = tokenizer.vocab_size
     drafter = make_model(make_config("block", vocab_size=vocab), seed=6)
@@ -206,7 +212,7 @@ def test_greedy_exact_with_copy_choices(
         sessions = []
         for _ in range(2):
             sessions.append(schema_constraint.session())
-            sessions[-1].copy_from([text])
+            sessions[-1].copy_from([text], within_text=within_text)
         res = engine.generate(prompt, cfg, constraints=[sessions[0]])
         ref = ar.generate(prompt, cfg, constraints=[sessions[1]])
         assert res.sequences == ref.sequences

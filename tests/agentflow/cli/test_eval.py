@@ -28,6 +28,7 @@ def test_eval_writes_a_report_for_the_split(
         argv.append("--cache-block-prefix")
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
+        argv.append("--copy-within-text")
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
@@ -36,6 +37,7 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["min_prompt_tokens"] == min_tokens
     assert report["settings"]["canonical"] is choices
     assert report["settings"]["copy"] is choices
+    assert report["settings"]["copy_within_text"] is choices
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)

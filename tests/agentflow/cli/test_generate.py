@@ -215,3 +215,8 @@ def test_copy_offers_the_prompts_spans_to_string_values(
     session = _schema_constraint(path, loaded, 32, copy_from=[prompt])
     assert "58213" in session.copy_spans  # type: ignore[attr-defined]
     assert not _schema_constraint(path, loaded, 32).copy_spans  # type: ignore[attr-defined]
+    assert not session.word_spans  # type: ignore[attr-defined]
+    within = _schema_constraint(path, loaded, 32, copy_from=[prompt], copy_within_text=True)
+    assert "58213" in within.word_spans  # type: ignore[attr-defined]
+    text = run_json(capsys, *argv, "--copy", "--copy-within-text")["text"]
+    assert set(json.loads(text)) == {"order_id"}
