@@ -94,7 +94,9 @@ def build_tools(db_path: str | Path) -> list[Tool]:
             yield db
 
     def order_row(db: sqlite3.Connection, order_id: str) -> sqlite3.Row:
-        row = db.execute("SELECT * FROM orders WHERE id = ?", (order_id,)).fetchone()
+        # Customers write "#58213" or " 58213": the number is the id.
+        key = order_id.strip().removeprefix("#").strip()
+        row = db.execute("SELECT * FROM orders WHERE id = ?", (key,)).fetchone()
         if row is None:
             raise ShopError(f"order {order_id} does not exist")
         return row
@@ -109,7 +111,7 @@ def build_tools(db_path: str | Path) -> list[Tool]:
         with connect() as db:
             order = order_row(db, order_id)
             refunded = db.execute(
-                "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order_id,)
+                "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order["id"],)
             ).fetchone()[0]
             customer = db.execute(
                 "SELECT name, email FROM customers WHERE id = ?", (order["customer_id"],)
@@ -134,11 +136,16 @@ def build_tools(db_path: str | Path) -> list[Tool]:
         """
         with connect() as db:
             order = order_row(db, order_id)
-            ship = db.execute("SELECT * FROM shipments WHERE order_id = ?", (order_id,)).fetchone()
+            ship = db.execute(
+                "SELECT * FROM shipments WHERE order_id = ?", (order["id"],)
+            ).fetchone()
         if ship is None:
-            return {"order_id": order_id, "status": f"not shipped yet (order is {order['status']})"}
+            return {
+                "order_id": order["id"],
+                "status": f"not shipped yet (order is {order['status']})",
+            }
         return {
-            "order_id": order_id,
+            "order_id": order["id"],
             "carrier": ship["carrier"],
             "tracking": ship["tracking"],
             "status": ship["status"],
@@ -163,18 +170,18 @@ def build_tools(db_path: str | Path) -> list[Tool]:
             if order["status"] == "cancelled":
                 raise ShopError(f"order {order_id} was cancelled; nothing was charged")
             refunded = db.execute(
-                "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order_id,)
+                "SELECT COALESCE(SUM(amount), 0) FROM refunds WHERE order_id = ?", (order["id"],)
             ).fetchone()[0]
             left = round(order["total"] - refunded, 2)
             if amount > left:
                 raise ShopError(f"order {order_id} has only {left:.2f} EUR left to refund")
             cur = db.execute(
                 "INSERT INTO refunds (order_id, amount, reason, created) VALUES (?, ?, ?, ?)",
-                (order_id, amount, reason, date.today().isoformat()),
+                (order["id"], amount, reason, date.today().isoformat()),
             )
         return {
             "refund_id": cur.lastrowid,
-            "order_id": order_id,
+            "order_id": order["id"],
             "amount": amount,
             "left": left - amount,
         }

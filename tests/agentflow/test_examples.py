@@ -40,7 +40,8 @@ async def test_support_tools_change_the_database(support: ModuleType, tmp_path: 
         obs = observations(request)
         if not obs:
             return Action.call(
-                ("refund_order", {"order_id": "58213", "amount": 20, "reason": "late"}),
+                # as the customer wrote it: the tool reads the number
+                ("refund_order", {"order_id": "#58213", "amount": 20, "reason": "late"}),
                 ("update_email", {"customer_id": "C100", "email": "ada@new.example"}),
             )
         if "get_order" not in obs:
