@@ -75,8 +75,8 @@ class ClosedChoice:
     candidates: tuple[Candidate, ...]
     #: True for a choice among spans of the request (:mod:`.copy_choices`).
     copy: bool = False
-    #: True for a copy choice inside free text (:mod:`.word_copies`): made only when the
-    #: model's likeliest next token starts a candidate.
+    #: True for a copy choice inside free text (:mod:`.word_copies`): its candidates are
+    #: cut to those the model may be starting (``WORD_MIN_START``), possibly to none.
     within_text: bool = False
 
     @property

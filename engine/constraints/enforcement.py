@@ -53,7 +53,7 @@ from .session_autoregressive import SessionAutoregressive
 from .session_block import SessionBlock
 from .session_canonical import SessionCanonical
 from .session_choices import SessionChoices
-from .word_copies import next_word
+from .word_copies import next_word, word_enders
 
 if TYPE_CHECKING:
     from .index import ConstraintCompiler
@@ -100,6 +100,7 @@ class Constraint:
         # Closed choices by automaton state, found on first use (:mod:`.closed_choices`).
         self._choices: dict[int, tuple[Candidate, ...] | None] = {}
         self._free_text: np.ndarray | None = None  # built on first use (:mod:`.free_text`)
+        self._word_enders: tuple[int, ...] | None = None  # built on first use (word_copies)
 
     @classmethod
     def from_schema(
@@ -146,6 +147,12 @@ class Constraint:
                 found if found is not None else np.zeros(self.host.num_states, dtype=bool)
             )
         return bool(self._free_text[state])
+
+    def word_enders(self) -> tuple[int, ...]:
+        """The tokens that end a word inside free text (:func:`.word_copies.ends_word`)."""
+        if self._word_enders is None:
+            self._word_enders = word_enders(self.forced)
+        return self._word_enders
 
     def session(
         self, max_tokens: int | None = None, *, canonical: bool = False

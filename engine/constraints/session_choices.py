@@ -20,7 +20,7 @@ from torch import Tensor
 from ..errors import InfeasibleConstraintError
 from .closed_choices import Candidate, ClosedChoice, fit
 from .copy_choices import copy_candidates, opens_string, request_spans
-from .word_copies import next_word, value_spans, word_candidates, word_enders
+from .word_copies import next_word, value_spans, word_candidates
 
 if TYPE_CHECKING:
     from agentflow.kernels.automaton_sweep_host import BlockSweep, HostTables
@@ -41,11 +41,10 @@ class SessionChoices:
     #: candidates by automaton state.
     _spans: tuple[str, ...] = ()
     _copies: dict[int, tuple[Candidate, ...]]
-    #: The value-like spans offered inside free text (:mod:`.word_copies`), their
-    #: candidates by (automaton state, word in progress), and the word-ending tokens.
+    #: The value-like spans offered inside free text (:mod:`.word_copies`), and their
+    #: candidates by (automaton state, word in progress).
     _word_spans: tuple[str, ...] = ()
     _word_copies: dict[tuple[int, bytes], tuple[Candidate, ...]]
-    _enders: tuple[int, ...] | None = None
     #: The word in progress at the end of the prefix (None: not inside free text).
     _word: bytes | None
     #: Copy choices the decoder declined, by (prefix state, tokens used, block tokens before).
@@ -182,8 +181,6 @@ class SessionChoices:
         """The within-text candidates of ``word`` at automaton ``state`` (cached)."""
         key = (state, word)
         if key not in self._word_copies:
-            if self._enders is None:
-                self._enders = word_enders(self._c.forced)
             self._word_copies[key] = word_candidates(
                 self._c.forced,
                 self._t.step,
@@ -191,7 +188,7 @@ class SessionChoices:
                 self._t.live,
                 self._word_spans,
                 word,
-                self._enders,
+                self._c.word_enders(),
             )
         return self._word_copies[key]
 
