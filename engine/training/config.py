@@ -36,9 +36,21 @@ class DataSettings:
     # false, or an object overriding some of TRAINING's probabilities. The configs of
     # stages trained before a perturbation existed switch it off, so they reproduce.
     augment: bool | dict[str, float] = True
+    # A share ``long_rate`` of the training samples get earlier finished exchanges put in
+    # front until their prompt has ``long_min_tokens`` tokens (:mod:`.long_prompts`): long
+    # conversations seen in training, not only through position gaps. 0: none.
+    long_rate: float = 0.0
+    long_min_tokens: int = 0
 
     def __post_init__(self) -> None:
         augment.from_setting(self.augment)  # a bad setting fails when the config loads
+        if not 0.0 <= self.long_rate <= 1.0:
+            raise ValueError(f"data.long_rate must be in [0, 1], got {self.long_rate}")
+        if self.long_rate > 0 and not 0 < self.long_min_tokens < self.max_len:
+            raise ValueError(
+                f"data.long_min_tokens must be in (0, max_len={self.max_len}) when long_rate "
+                f"is set, got {self.long_min_tokens}"
+            )
 
 
 @dataclass

@@ -34,6 +34,7 @@ from ..tokenizer import Tokenizer
 from . import augment
 from .config import TrainConfig
 from .corpus import CORPUS_VERSION, CorpusGenerator
+from .long_prompts import lengthened
 from .objectives import IGNORE, Batch, Example, autoregressive_batch, diffusion_batch
 from .tokenizer_training import train_and_save
 
@@ -75,12 +76,29 @@ def build_examples(
     seed: int,
     max_len: int,
     augmentation: augment.Augmentation | None = None,
+    *,
+    long_rate: float = 0.0,
+    long_min_tokens: int = 0,
 ) -> list[Example]:
     """Tokenize ``n`` corpus samples of ``split``; drop the few longer than ``max_len``.
 
-    ``augmentation`` defaults to the split's own (:class:`CorpusGenerator`).
+    ``augmentation`` defaults to the split's own (:class:`CorpusGenerator`). A share
+    ``long_rate`` of the samples (drawn with ``seed``) get earlier exchanges of the
+    same split in front, to ``long_min_tokens`` tokens of prompt (:mod:`.long_prompts`).
     """
     samples = list(CorpusGenerator(split, seed, augmentation).samples(n))  # type: ignore[arg-type]
+    if long_rate > 0:
+        rng = random.Random(f"long:{seed}")
+        picked = [i for i in range(len(samples)) if rng.random() < long_rate]
+        longer = lengthened(
+            [samples[i] for i in picked],
+            long_min_tokens,
+            lambda text: len(tok.hf.encode(text, add_special_tokens=False).ids),
+            seed=seed,
+            split=split,  # type: ignore[arg-type]
+        )
+        for i, sample in zip(picked, longer, strict=True):
+            samples[i] = sample
     prompts = tok.hf.encode_batch([s.prompt() for s in samples], add_special_tokens=False)
     targets = tok.hf.encode_batch([s.target for s in samples], add_special_tokens=False)
     out = []
@@ -102,12 +120,23 @@ def load_examples(config: TrainConfig, tok: Tokenizer) -> tuple[list[Example], l
     d = config.data
     augmentation = augment.from_setting(d.augment)
     key = f"v{CORPUS_VERSION}{_augmentation_key(augmentation)}-{tok.fingerprint}-{d.seed}-{d.train_samples}-{d.heldout_samples}-{d.max_len}"
+    if d.long_rate > 0:
+        key += f"-long{d.long_rate}x{d.long_min_tokens}"
     cache = Path(config.out_dir) / f"data-{key}.pt"
     if cache.is_file():
         raw = torch.load(cache)
         return [Example(*e) for e in raw["train"]], [Example(*e) for e in raw["heldout"]]
     t0 = time.perf_counter()
-    train = build_examples(tok, "train", d.train_samples, d.seed, d.max_len, augmentation)
+    train = build_examples(
+        tok,
+        "train",
+        d.train_samples,
+        d.seed,
+        d.max_len,
+        augmentation,
+        long_rate=d.long_rate,
+        long_min_tokens=d.long_min_tokens,
+    )
     held = build_examples(tok, "heldout", d.heldout_samples, d.seed, d.max_len)
     cache.parent.mkdir(parents=True, exist_ok=True)
     _save(

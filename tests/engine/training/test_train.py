@@ -221,3 +221,33 @@ def test_position_gap_settings_are_checked_when_the_config_loads() -> None:
         TrainConfig.from_dict({**ar, "optim": {"position_gap": 512, "gap_rate": 2}})
     with pytest.raises(ValueError, match="position_gap must be >= 0"):
         TrainConfig.from_dict({**base, "objective": "diffusion", "optim": {"position_gap": -8}})
+
+
+def test_long_samples_put_earlier_exchanges_in_front_of_a_share_of_the_training_split(
+    small_tokenizer: Tokenizer,
+) -> None:
+    from agentflow.engine.training.train import build_examples
+
+    plain = build_examples(small_tokenizer, "train", 40, 3, 4096)
+    longer = build_examples(
+        small_tokenizer, "train", 40, 3, 4096, long_rate=0.5, long_min_tokens=700
+    )
+    assert len(plain) == len(longer) == 40
+    stretched = [(a, b) for a, b in zip(plain, longer, strict=True) if a.prompt != b.prompt]
+    assert 8 <= len(stretched) <= 32  # about half, drawn with the seed
+    for a, b in stretched:
+        assert len(b.prompt) >= 700 > len(a.prompt)
+        assert b.target == a.target  # the case itself, its answer unchanged
+    assert longer == build_examples(
+        small_tokenizer, "train", 40, 3, 4096, long_rate=0.5, long_min_tokens=700
+    )
+
+    model = {"vocab_size": 64, "dim": 16, "n_layers": 1, "n_heads": 2, "n_kv_heads": 1}
+    base = {"name": "x", "out_dir": "o", "export_dir": "e", "objective": "autoregressive"}
+    raw = {**base, "model": {**model, "ffn_dim": 32}}
+    data = {"max_len": 1400, "long_rate": 0.4, "long_min_tokens": 1100}
+    assert TrainConfig.from_dict({**raw, "data": data}).data.long_rate == 0.4
+    with pytest.raises(ValueError, match="long_rate must be in"):
+        TrainConfig.from_dict({**raw, "data": {**data, "long_rate": 1.5}})
+    with pytest.raises(ValueError, match="long_min_tokens must be in"):
+        TrainConfig.from_dict({**raw, "data": {**data, "long_min_tokens": 1400}})
