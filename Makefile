@@ -50,6 +50,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage5g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7e.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7g.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7i.json
 
 clean:
 	rm -rf $(VENV) build *.egg-info
