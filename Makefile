@@ -48,6 +48,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage3.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage4p.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage5g.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-stage5i.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7e.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7i.json
