@@ -1,8 +1,9 @@
 """Block diffusion vs autoregressive decoding: tokens/s, forward passes, tokens per forward.
 
 Both decoders run side by side in one process on models of the same size and
-the same prompt (~400 tokens: instructions, tool specs and a user message in
-the embedded chat template), for several output lengths and batch sizes.
+the same prompt (instructions, tool specs and a user message in the embedded
+chat template: 471 tokens with the embedded tokenizer), for several output
+lengths and batch sizes.
 Prints a table and writes JSON to ``benchmarks/results/decode_speed.json``.
 
 Without ``--dlm``/``--ar`` the models are random-weight models of the embedded
@@ -14,14 +15,23 @@ folders) and usually ``--threshold 0.9``: runs then stop at the end token,
 tokens/s counts the tokens actually produced, and ``--steps`` defaults to the
 engine's own default (one step cap per block position, as agents decode).
 ``--schema`` decodes both under the action constraint of the prompt's tools
-(what an agent step does: tool-call outputs, tokens the schema forces filled
-without a forward pass, for both). Each cell also runs diffusion with
+(tool-call outputs, tokens the schema forces filled without a forward pass, for
+both). ``--agent`` decodes as an agent step of ``EmbeddedModel`` does: the
+action constraint with the tokenizer's own segmentation, tool names scored
+whole against the conversation without its request, copies of the request's
+spans and free text one sure token at a time (``text_threshold``); it prints
+what each decoder wrote. Each cell also runs diffusion with
 ``cache_block_prefix`` (row ``diffusion+pc``): a block's clean leading positions
 stay in the cache for its later steps, so those passes are shorter.
 
     python benchmarks/decode_speed.py                    # random weights, ~2-3 min on 2 cores
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9 --schema
+    python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9 --agent
+
+Random weights read nothing, so their prompt is cut or padded to
+``--prompt-tokens``; trained checkpoints always get the whole rendered prompt
+(cutting it from the left would take away the instructions and the first tool).
 """
 
 from __future__ import annotations
@@ -41,7 +51,14 @@ import torch
 from torch import Tensor
 
 from agentflow.engine.autoregressive import ARDecoder
-from agentflow.engine.chat_template import SPECIAL_TOKENS, ChatMessage, ToolSpec, render_prompt
+from agentflow.engine.chat_template import (
+    SPECIAL_TOKENS,
+    ChatMessage,
+    ToolSpec,
+    copy_sources,
+    render_choice_prior,
+    render_prompt,
+)
 from agentflow.engine.checkpoints import load_checkpoint
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import KVCache, ModelConfig, Transformer
@@ -112,10 +129,13 @@ MESSAGE = (
 )
 
 
-def prompt_ids(tokenizer: Any, length: int) -> tuple[str, list[int]]:
-    """The benchmark prompt and its ids, trimmed (from the left) or repeated to ``length`` tokens."""
+def prompt_ids(tokenizer: Any, length: int | None = None) -> tuple[str, list[int]]:
+    """The benchmark prompt and its ids: whole, or trimmed (from the left) or repeated to
+    ``length`` tokens (for random weights, which read nothing)."""
     text = render_prompt([ChatMessage("user", MESSAGE)], TOOLS, instructions=INSTRUCTIONS)
     ids = tokenizer.encode(text)
+    if length is None:
+        return text, ids
     while len(ids) < length:
         ids = tokenizer.encode(text.split("<|user|>")[0]) + ids
     return text, ids[-length:]
@@ -127,6 +147,21 @@ def action_constraint(tokenizer: Any) -> Any:
     from agentflow.engine.constraints import compile_constraint
 
     return compile_constraint(build_action_schema(TOOLS, None), tokenizer)
+
+
+def agent_step(compiled: Any, tokenizer: Any, n: int, budget: int) -> tuple[list[Any], list[Any]]:
+    """Sessions and choice priors for ``n`` rows, set up as ``EmbeddedModel`` sets up a step."""
+    from agentflow.models.embedded import CANONICAL, COPY, COPY_WITHIN_TEXT
+
+    messages = [ChatMessage("user", MESSAGE)]
+    prior = render_choice_prior(messages, TOOLS, instructions=INSTRUCTIONS)
+    sessions = []
+    for _ in range(n):
+        session = compiled.session(budget, canonical=CANONICAL)
+        if COPY:
+            session.copy_from(copy_sources(messages), within_text=COPY_WITHIN_TEXT)
+        sessions.append(session)
+    return sessions, [tokenizer.encode(prior)] * n
 
 
 def byte_tokenizer() -> Any:
@@ -236,7 +271,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--schema", action="store_true", help="decode under the action constraint of the tools"
     )
-    parser.add_argument("--prompt-tokens", type=int, default=PROMPT_TOKENS)
+    parser.add_argument(
+        "--agent",
+        action="store_true",
+        help="decode as an EmbeddedModel agent step (implies --schema): canonical "
+        "segmentation, tool names scored whole, copy choices, text_threshold",
+    )
+    parser.add_argument(
+        "--prompt-tokens",
+        type=int,
+        default=PROMPT_TOKENS,
+        help="prompt length for random weights (trained checkpoints get the whole prompt)",
+    )
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per cell (median)")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's)"
@@ -261,21 +307,34 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"note: model sizes differ ({dlm.num_parameters()} vs {ar.num_parameters()} parameters)"
         )
-    _, ids = prompt_ids(tokenizer, args.prompt_tokens)
+    args.schema = args.schema or args.agent
+    trained = bool(args.dlm)
+    _, ids = prompt_ids(tokenizer, None if trained else args.prompt_tokens)
     diffusion, autoregressive = DiffusionEngine(dlm), ARDecoder(ar)
     base = GenerationConfig(
         block_length=args.block_length, steps=args.steps, threshold=args.threshold
     )
+    if args.agent:
+        from agentflow.models.embedded import TEXT_THRESHOLD
+
+        base = replace(base, score_choices=True, text_threshold=TEXT_THRESHOLD)
 
     compiled = action_constraint(tokenizer) if args.schema else None
 
-    def constraints(n: int, budget: int) -> list[Any] | None:
-        return None if compiled is None else [compiled.session(budget) for _ in range(n)]
+    def step_kwargs(n: int, budget: int) -> dict[str, Any]:
+        """What one decoder call gets besides the prompts and the config."""
+        if compiled is None:
+            return {}
+        if args.agent:
+            sessions, priors = agent_step(compiled, tokenizer, n, budget)
+            return {"constraints": sessions, "choice_priors": priors}
+        return {"constraints": [compiled.session(budget) for _ in range(n)]}
 
     # Warm up both paths (allocator, SDPA kernels) outside the timings.
     warm = replace(base, max_new_tokens=args.block_length)
-    diffusion.generate([ids], warm, constraints=constraints(1, args.block_length))
-    autoregressive.generate([ids], warm, constraints=constraints(1, args.block_length))
+    diffusion.generate([ids], warm, **step_kwargs(1, args.block_length))
+    autoregressive.generate([ids], warm, **step_kwargs(1, args.block_length))
+    written: dict[str, str] = {}
 
     rows: list[dict[str, Any]] = []
     for batch in args.batch:
@@ -291,10 +350,14 @@ def main(argv: list[str] | None = None) -> int:
             for mode, decoder, run_cfg in runs:
                 result, seconds = timed(
                     lambda d=decoder, p=prompts, c=run_cfg: d.generate(
-                        p, c, constraints=constraints(len(p), c.max_new_tokens)
+                        p, c, **step_kwargs(len(p), c.max_new_tokens)
                     ),
                     args.repeats,
                 )
+                if trained:
+                    written[f"{mode}, batch {batch}, {new} new"] = tokenizer.decode(
+                        result.sequences[0]
+                    )
                 s = result.stats
                 per_row_nfe = s.nfe  # one forward pass serves the whole batch
                 tokens_per_row = s.tokens / batch
@@ -317,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = f"{'mode':<14}{'batch':>6}{'new':>6}{'tokens':>8}{'nfe':>6}{'fwd/tok':>9}{'tok/fwd':>9}{'seconds':>9}{'tok/s':>9}{'vs AR':>7}"
     print(f"prompt {len(ids)} tokens; block {args.block_length}, steps {args.steps}, threshold {args.threshold}; "
-          f"action constraint {'on' if args.schema else 'off'}; "
+          f"action constraint {'as an agent step' if args.agent else 'on' if args.schema else 'off'}; "
           f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}; "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(
@@ -331,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{r['forwards_per_token']:>9.3f}{r['tokens_per_forward']:>9.2f}{r['seconds']:>9.2f}"
             f"{r['tokens_per_second']:>9.1f}{r['speedup_vs_ar']:>6.2f}x"
         )
+    if written:
+        print("\nwhat each decoder wrote (first row)")
+        for cell_name, text in written.items():
+            print(f"  {cell_name}: {text}")
     report = {
         "benchmark": "decode_speed",
         "weights": {"dlm": args.dlm or "random", "ar": args.ar or "random"},
@@ -340,6 +407,8 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "threshold": args.threshold,
         "schema": args.schema,
+        "agent_step": args.agent,
+        "outputs": written,
         "torch_threads": torch.get_num_threads(),
         # Figures on a shared machine depend on its load; record it with them.
         "load_average_1m": os.getloadavg()[0],
