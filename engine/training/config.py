@@ -94,6 +94,11 @@ class TrainConfig:
     # A checkpoint folder (or packaged model name) whose weights start a fresh run, so a
     # run can continue from a shipped model; ignored when the run resumes from last.pt.
     init_from: str | None = None
+    # What export ships: start + export_mix * (trained - start), where start is the
+    # init_from weights (kept as init.pt in out_dir). 1: the trained weights; 0.5: the
+    # midpoint, a weight-space ensemble of the run and the model it continued
+    # (docs/models.md, "Weight averaging").
+    export_mix: float = 1.0
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
@@ -111,7 +116,7 @@ class TrainConfig:
         unknown = sorted(
             set(raw)
             - {"name", "objective", "model", "out_dir", "export_dir"}
-            - {"tokenizer", "data", "optim", "init_from"}
+            - {"tokenizer", "data", "optim", "init_from", "export_mix"}
         )
         if unknown:
             raise ValueError(f"unknown top-level keys in training config: {unknown}")
@@ -130,6 +135,14 @@ class TrainConfig:
             check_position_gap(optim.position_gap, optim.gap_rate)
         except ValueError as exc:  # fails when the config loads, not at the first batch
             raise ValueError(f"optim.{exc}") from None
+        export_mix = float(raw.get("export_mix", 1.0))
+        if not 0.0 < export_mix <= 1.0:
+            raise ValueError(f"export_mix must be in (0, 1], got {export_mix}")
+        if export_mix < 1.0 and not raw.get("init_from"):
+            raise ValueError(
+                "export_mix < 1 mixes the trained weights with the ones the run started "
+                "from, so it needs init_from"
+            )
         return cls(
             name=raw["name"],
             objective=raw["objective"],
@@ -140,6 +153,7 @@ class TrainConfig:
             data=build(DataSettings, raw.get("data"), "data"),
             optim=optim,
             init_from=raw.get("init_from"),
+            export_mix=export_mix,
         )
 
     @classmethod

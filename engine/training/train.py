@@ -40,6 +40,9 @@ from .tokenizer_training import train_and_save
 
 log = logging.getLogger(__name__)
 
+#: In ``out_dir``: the weights a run started from (``init_from``), for ``export_mix``.
+START_WEIGHTS = "init.pt"
+
 
 @dataclass
 class TrainResult:
@@ -248,6 +251,21 @@ def init_weights_from(model: Transformer, source: str, tok: Tokenizer) -> None:
     log.info("initialized weights from %s", source)
 
 
+def mixed_with_start(
+    trained: dict[str, torch.Tensor], start_file: Path, mix: float
+) -> dict[str, torch.Tensor]:
+    """``start + mix * (trained - start)`` per tensor, the start read from ``start_file``."""
+    if not start_file.is_file():
+        raise FileNotFoundError(
+            f"export_mix needs the weights the run started from: {start_file} is missing "
+            "(it is written when a run starts from init_from; train again with --fresh)"
+        )
+    start = torch.load(start_file, weights_only=False)["model"]
+    if start.keys() != trained.keys() or any(start[k].shape != trained[k].shape for k in trained):
+        raise ValueError(f"{start_file}: its weights do not match the run's model")
+    return {k: start[k].float() + mix * (w.float() - start[k].float()) for k, w in trained.items()}
+
+
 def _save(path: Path, state: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     torch.save(state, tmp)
@@ -295,6 +313,9 @@ def train(
     last = out / "last.pt"
     if config.init_from and not (resume and last.is_file()):
         init_weights_from(model, config.init_from, tok)
+        # Kept for export_mix: by export time init_from may hold another model (a
+        # chained run exports over the folder it started from).
+        _save(out / START_WEIGHTS, {"model": model.state_dict(), "source": config.init_from})
     if resume and last.is_file():
         state = torch.load(last, weights_only=False)
         model.load_state_dict(state["model"])
@@ -374,7 +395,8 @@ def train(
 
 
 def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | None = None) -> Path:
-    """Ship a checkpoint (default ``last.pt``): the ``agentflow`` folder format (fp16) plus ``training.json``."""
+    """Ship a checkpoint (default ``last.pt``), mixed with the start under ``export_mix``:
+    the ``agentflow`` folder format (fp16) plus ``training.json``."""
     out = Path(config.out_dir)
     # The last checkpoint, not best.pt: the held-out *loss* is dominated by answer phrasings
     # that training never saw, so it does not track tool-call accuracy.
@@ -389,7 +411,10 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
     # A decoding default, not part of training: the config file's value wins.
     model_cfg.commit_order = config.model.commit_order
     model = Transformer(model_cfg)
-    model.load_state_dict(state["model"])
+    weights = state["model"]
+    if config.export_mix < 1.0:
+        weights = mixed_with_start(weights, out / START_WEIGHTS, config.export_mix)
+    model.load_state_dict(weights)
     dest = Path(dest or config.export_dir)
     save_checkpoint(model, tok, dest, dtype=torch.float16)
     meta = {
@@ -397,6 +422,7 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
         "objective": config.objective,
         "steps": state["step"],
         "heldout_loss": state["best_heldout_loss"],
+        "export_mix": config.export_mix,
         "parameters": model.num_parameters(),
         # The run's own config, but pointing at where this copy now lives: a run trained
         # into a scratch folder and shipped elsewhere records the shipped path.

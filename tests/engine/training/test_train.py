@@ -15,7 +15,14 @@ from agentflow.engine.model import Transformer
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.engine.training import augment
 from agentflow.engine.training.config import TrainConfig
-from agentflow.engine.training.train import batch_order, export, init_weights_from, lr_at, train
+from agentflow.engine.training.train import (
+    START_WEIGHTS,
+    batch_order,
+    export,
+    init_weights_from,
+    lr_at,
+    train,
+)
 
 
 def _config(tmp: Path, tokenizer: Path, objective: str, out: str) -> TrainConfig:
@@ -191,6 +198,46 @@ def test_a_run_can_start_from_a_shipped_checkpoint(
         )
     with pytest.raises(ValueError, match="top-level keys"):
         TrainConfig.from_dict({**source.to_dict(), "init_form": "typo"})
+
+
+def test_export_mix_ships_the_point_between_the_start_and_the_trained_weights(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    source = _config(tmp_path, small_tokenizer_path, "diffusion", "source")
+    train(source, progress=False, max_steps=1)
+    start = load_checkpoint(export(source)).model.state_dict()
+
+    raw = _config(tmp_path, small_tokenizer_path, "diffusion", "mixed").to_dict()
+    mixed = TrainConfig.from_dict({**raw, "init_from": str(source.export_dir), "export_mix": 0.5})
+    train(mixed, progress=False)
+    trained = torch.load(tmp_path / "mixed" / "last.pt", weights_only=False)["model"]
+    # A chained run exports over the folder it started from; the start is kept apart.
+    (Path(source.export_dir) / "model.safetensors").unlink()
+    shipped = export(mixed)
+    weights = load_checkpoint(shipped).model.state_dict()
+    moved = 0
+    for name, tensor in weights.items():
+        midpoint = (start[name] + trained[name]) / 2
+        torch.testing.assert_close(tensor, midpoint.half().float())
+        moved += int(not torch.equal(start[name], trained[name]))
+    assert moved > 0  # training changed the weights, so the midpoint is a third point
+    assert json.loads((shipped / "training.json").read_text())["export_mix"] == 0.5
+
+    (tmp_path / "mixed" / START_WEIGHTS).unlink()
+    with pytest.raises(FileNotFoundError, match=START_WEIGHTS):
+        export(mixed)
+
+
+def test_export_mix_is_checked_when_the_config_loads(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    raw = _config(tmp_path, small_tokenizer_path, "diffusion", "run").to_dict()
+    with pytest.raises(ValueError, match="needs init_from"):
+        TrainConfig.from_dict({**raw, "export_mix": 0.5})
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match=r"export_mix must be in \(0, 1\]"):
+            TrainConfig.from_dict({**raw, "init_from": "x", "export_mix": bad})
+    assert TrainConfig.from_dict(raw).export_mix == 1.0
 
 
 def test_a_shifted_drafter_starts_from_an_ar_export_and_keeps_its_commit_order(
