@@ -32,8 +32,9 @@ format: $(STAMP)
 # scratch, stages 2 and 3 continue from the previous export on fresh corpus samples),
 # then two more AR stages on the perturbed corpus (names hidden, made-up tools),
 # then the diffusion drafter starts from that AR export (shifted block diffusion) and
-# takes four more stages on the perturbed corpus (the last with position gaps); last, two more AR stages (wider tool
-# results, then position gaps for prompts past 512 tokens) replace the AR export, which
+# takes more stages on the perturbed corpus (position gaps, long conversations; the last
+# ships its midpoint with the one before, export_mix); last, three more AR stages (wider tool
+# results, position gaps, long conversations) replace the AR export, which
 # is why they come after the drafter's configs.
 # Other configs are kept so that experiments reproduce; they are not shipped
 # (docs/models.md, the training table).
@@ -49,6 +50,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage4p.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-from-ar5-stage5g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-stage5i.json
+	$(BIN)/agentflow train --config engine/training/configs/tiny-dlm-stage5j.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7e.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7i.json
