@@ -148,6 +148,9 @@ def copy_candidates(
     if nxt is None:
         return ()
     quote_tokens = [t for t, data in enumerate(forced.token_bytes) if data[:1] == b'"']
+    # Most spans end in the same state (inside a free string), so the closers of a state
+    # are worked out once per call, not once per span.
+    closers_at: dict[int, tuple[tuple[int, int], ...]] = {}
     out: list[Candidate] = []
     for span in spans:
         content = span.encode()
@@ -178,7 +181,10 @@ def copy_candidates(
         # Any token that starts with the closing quote may end the value (``"``,
         # ``",``, ``"}}]}``...): the model's likeliest is committed with the span,
         # which keeps the junction on the tokenizer's own segmentation.
-        closers = tuple((t, q) for t in quote_tokens if (q := step(cur, t)) >= 0 and live[q])
+        closers = closers_at.get(cur)
+        if closers is None:
+            closers = tuple((t, q) for t in quote_tokens if (q := step(cur, t)) >= 0 and live[q])
+            closers_at[cur] = closers
         if not closers:
             continue
         scored = (*content_ids, closers[0][0])
