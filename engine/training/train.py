@@ -244,8 +244,7 @@ def init_weights_from(model: Transformer, source: str, tok: Tokenizer) -> None:
     if loaded.tokenizer.fingerprint != tok.fingerprint:
         raise ValueError(f"init_from {source}: its tokenizer differs from the run's tokenizer")
     theirs = loaded.model.state_dict()
-    ours = model.state_dict()
-    if theirs.keys() != ours.keys() or any(theirs[k].shape != ours[k].shape for k in ours):
+    if not _same_layout(theirs, model.state_dict()):
         raise ValueError(f"init_from {source}: its architecture differs from the config's model")
     model.load_state_dict(theirs)
     log.info("initialized weights from %s", source)
@@ -261,9 +260,14 @@ def mixed_with_start(
             "(it is written when a run starts from init_from; train again with --fresh)"
         )
     start = torch.load(start_file, weights_only=False)["model"]
-    if start.keys() != trained.keys() or any(start[k].shape != trained[k].shape for k in trained):
+    if not _same_layout(start, trained):
         raise ValueError(f"{start_file}: its weights do not match the run's model")
     return {k: start[k].float() + mix * (w.float() - start[k].float()) for k, w in trained.items()}
+
+
+def _same_layout(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    """True when two state dicts have the same names with the same shapes."""
+    return a.keys() == b.keys() and all(a[k].shape == b[k].shape for k in a)
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
