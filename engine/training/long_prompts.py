@@ -21,7 +21,7 @@ from .concepts import Split
 from .corpus import CorpusGenerator, Sample
 
 #: At most this many exchanges go in front of one case.
-MAX_EXCHANGES = 12
+MAX_EXCHANGES = 24
 #: The donor conversations' seed offset: they differ from the cases themselves.
 _DONOR_SEED_OFFSET = 7919
 
