@@ -313,74 +313,120 @@ def score_parts(
 Closings = list[list[tuple[int, float] | None]]
 
 
+@dataclass
+class _TreeRow:
+    """One query's input row: its context, then every candidate's tail (the scored
+    tokens but the last), each tail a branch that sees the context and itself only."""
+
+    tokens: list[int]
+    positions: list[int]
+    block_ids: list[int]
+    valid: list[bool]
+    #: 0 for the context, ``c + 1`` for candidate ``c``'s tail.
+    branch: list[int]
+    #: Index in the row of each candidate's first tail token.
+    offsets: list[int]
+
+    @classmethod
+    def of(cls, q: ChoiceQuery) -> _TreeRow:
+        ctx = q.context
+        row = cls(
+            ctx.tokens[0].tolist(),
+            ctx.positions[0].tolist(),
+            ctx.block_ids[0].tolist(),
+            ctx.valid[0].tolist(),
+            [0] * ctx.length,
+            [],
+        )
+        for c, cand in enumerate(q.choice.candidates):
+            tail = cand.scored[:-1]  # the last scored token is predicted, never input
+            pos = range(q.start, q.start + len(tail))
+            row.offsets.append(len(row.tokens))
+            row.tokens.extend(int(t) for t in tail)
+            row.positions.extend(pos)
+            row.block_ids.extend(pos)
+            row.valid.extend([True] * len(tail))
+            row.branch.extend([c + 1] * len(tail))
+        return row
+
+
+def _tree_inputs(
+    rows: Sequence[_TreeRow], scratch: KVCache, dev: torch.device
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Tokens, positions, block ids, validity [R, W] and the attention mask
+    [R, W, cached + W] of the tree rows, read over ``scratch``'s cached positions."""
+    width = max(len(r.tokens) for r in rows)
+    shape = (len(rows), width)
+    tokens = torch.zeros(shape, dtype=torch.long)
+    positions = torch.zeros(shape, dtype=torch.long)
+    block_ids = torch.zeros(shape, dtype=torch.long)
+    valid = torch.zeros(shape, dtype=torch.bool)
+    branch = torch.full(shape, -1, dtype=torch.long)  # padding: a branch of its own
+    for i, r in enumerate(rows):
+        n = len(r.tokens)
+        if n:
+            tokens[i, :n], positions[i, :n] = torch.tensor(r.tokens), torch.tensor(r.positions)
+            block_ids[i, :n], valid[i, :n] = torch.tensor(r.block_ids), torch.tensor(r.valid)
+            branch[i, :n] = torch.tensor(r.branch)
+    tokens, positions, block_ids, valid, branch = (
+        t.to(dev) for t in (tokens, positions, block_ids, valid, branch)
+    )
+    cached = scratch.length
+    query_blocks = block_ids.unsqueeze(2)
+    old = (scratch.block_ids[:, None, :cached] <= query_blocks) & scratch.valid[:, None, :cached]
+    same_branch = (branch.unsqueeze(1) == 0) | (branch.unsqueeze(1) == branch.unsqueeze(2))
+    new = (block_ids.unsqueeze(1) <= query_blocks) & valid.unsqueeze(1) & same_branch
+    # A padded query with no visible key would produce NaNs; let it see itself.
+    eye = torch.eye(width, dtype=torch.bool, device=dev).unsqueeze(0) & ~valid.unsqueeze(2)
+    return tokens, positions, block_ids, valid, torch.cat((old, new | eye), dim=2)
+
+
 @torch.inference_mode()
 def _score_parts(
     model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
 ) -> tuple[list[list[float]], list[Tensor], Closings]:
     """:func:`score_parts`, plus each query's log-probabilities [V] at its candidates'
-    first token and its candidates' closings (copy candidates; None for others)."""
+    first token and its candidates' closings (copy candidates; None for others).
+
+    Each query is one row (tree attention, as in SpecInfer/Medusa verification): its
+    context is read once and its request's cache copied once, whatever the number
+    of candidates."""
     queries = [q for _, q, _ in items]
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
             raise ValueError("a query without context needs first_logprobs")
-    flat = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.choice.candidates))]
     dev = items[0][0].k.device
-    inputs: list[tuple[list[int], list[int], list[int], list[bool]]] = []
-    for qi, ci in flat:
-        q = queries[qi]
-        cand = q.choice.candidates[ci]
-        ctx = q.context
-        tail = list(cand.scored[:-1])  # the last scored token is predicted, never input
-        pos = [q.start + j for j in range(len(tail))]
-        inputs.append(
-            (
-                ctx.tokens[0].tolist() + tail,
-                ctx.positions[0].tolist() + pos,
-                ctx.block_ids[0].tolist() + pos,
-                ctx.valid[0].tolist() + [True] * len(tail),
-            )
-        )
-    width = max(len(t) for t, *_ in inputs)
-    tokens = torch.zeros(len(flat), width, dtype=torch.long)
-    positions = torch.zeros(len(flat), width, dtype=torch.long)
-    block_ids = torch.zeros(len(flat), width, dtype=torch.long)
-    valid = torch.zeros(len(flat), width, dtype=torch.bool)
-    for i, (t, p, b, v) in enumerate(inputs):
-        n = len(t)
-        tokens[i, :n], positions[i, :n] = torch.tensor(t), torch.tensor(p)
-        block_ids[i, :n], valid[i, :n] = torch.tensor(b), torch.tensor(v)
-        if n < width:  # padding: after the row's last position, never attended to
-            positions[i, n:] = positions[i, n - 1] + 1 + torch.arange(width - n) if n else 0
-            block_ids[i, n:] = positions[i, n:]
-    parts = []
-    for qi, _ in flat:
-        cache, q, length = items[qi]
-        parts.append((cache, q.row, cache.length if length is None else length))
-    scratch = KVCache.gather(parts, width)
-    hidden = model(
-        tokens.to(dev),
-        positions=positions.to(dev),
-        block_ids=block_ids.to(dev),
-        valid=valid.to(dev),
-        cache=scratch,
-        commit_len=0,
-        hidden_only=True,
-    )
-    # The output before each scored token predicts it; one projection for all of them.
-    where: list[tuple[int, int]] = []  # (row, position) per scored token read from this pass
-    for i, (qi, ci) in enumerate(flat):
-        q = queries[qi]
+    rows = [_TreeRow.of(q) for q in queries]
+    # The output before each scored token predicts it: the context's last for a
+    # candidate's first token, then the candidate's own tail.
+    where: list[tuple[int, int]] = []  # (row, index) per scored token read from this pass
+    for i, q in enumerate(queries):
         first = 1 if q.context.length == 0 else 0  # that one comes from first_logprobs
-        for j in range(first, len(q.choice.candidates[ci].scored)):
-            where.append((i, q.context.length - 1 + j))
+        for c, cand in enumerate(q.choice.candidates):
+            for j in range(first, len(cand.scored)):
+                where.append((i, q.context.length - 1 if j == 0 else rows[i].offsets[c] + j - 1))
     logp = None
     if where:
+        parts = [(cache, q.row, cache.length if n is None else n) for cache, q, n in items]
+        scratch = KVCache.gather(parts, max(len(r.tokens) for r in rows))
+        tokens, positions, block_ids, valid, mask = _tree_inputs(rows, scratch, dev)
+        hidden = model(
+            tokens,
+            positions=positions,
+            block_ids=block_ids,
+            valid=valid,
+            cache=scratch,
+            commit_len=0,
+            attn_mask=mask,
+            hidden_only=True,
+        )
         at = torch.tensor(where, device=dev)
         logp = model.project(hidden[at[:, 0], at[:, 1]]).float().log_softmax(-1)
     scores: list[list[float]] = [[] for _ in queries]
     firsts: list[Tensor] = [torch.empty(0)] * len(queries)
     closings: list[list[tuple[int, float] | None]] = [[] for _ in queries]
     k = 0
+    flat = [(qi, ci) for qi, q in enumerate(queries) for ci in range(len(q.choice.candidates))]
     for qi, ci in flat:
         q = queries[qi]
         scored = q.choice.candidates[ci].scored
