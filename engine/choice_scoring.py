@@ -315,17 +315,19 @@ Closings = list[list[tuple[int, float] | None]]
 
 @dataclass
 class _TreeRow:
-    """One query's input row: its context, then every candidate's tail (the scored
-    tokens but the last), each tail a branch that sees the context and itself only."""
+    """One query's input row: its context, then its candidates' tails (the scored
+    tokens but the last) as a token trie: candidates that start alike share their
+    common tokens, and each trie token sees the context and its own ancestors only."""
 
     tokens: list[int]
     positions: list[int]
     block_ids: list[int]
     valid: list[bool]
-    #: 0 for the context, ``c + 1`` for candidate ``c``'s tail.
-    branch: list[int]
-    #: Index in the row of each candidate's first tail token.
-    offsets: list[int]
+    #: Index in the row of the trie token before which each candidate's scored token
+    #: ``j >= 1`` is predicted: ``paths[c][j - 1]``.
+    paths: list[list[int]]
+    #: Per trie token (by index after the context): the indices of its ancestors and itself.
+    lineage: list[list[int]]
 
     @classmethod
     def of(cls, q: ChoiceQuery) -> _TreeRow:
@@ -335,47 +337,60 @@ class _TreeRow:
             ctx.positions[0].tolist(),
             ctx.block_ids[0].tolist(),
             ctx.valid[0].tolist(),
-            [0] * ctx.length,
+            [],
             [],
         )
-        for c, cand in enumerate(q.choice.candidates):
-            tail = cand.scored[:-1]  # the last scored token is predicted, never input
-            pos = range(q.start, q.start + len(tail))
-            row.offsets.append(len(row.tokens))
-            row.tokens.extend(int(t) for t in tail)
-            row.positions.extend(pos)
-            row.block_ids.extend(pos)
-            row.valid.extend([True] * len(tail))
-            row.branch.extend([c + 1] * len(tail))
+        nodes: dict[tuple[int, int], int] = {}  # (parent index or -1, token) -> index
+        for cand in q.choice.candidates:
+            path: list[int] = []
+            parent = -1
+            for depth, token in enumerate(cand.scored[:-1]):  # the last is never input
+                key = (parent, int(token))
+                if key not in nodes:
+                    nodes[key] = len(row.tokens)
+                    row.tokens.append(int(token))
+                    row.positions.append(q.start + depth)
+                    row.block_ids.append(q.start + depth)
+                    row.valid.append(True)
+                    above = row.lineage[parent - ctx.length] if parent >= 0 else []
+                    row.lineage.append([*above, nodes[key]])
+                parent = nodes[key]
+                path.append(parent)
+            row.paths.append(path)
         return row
 
 
 def _tree_inputs(
-    rows: Sequence[_TreeRow], scratch: KVCache, dev: torch.device
+    rows: Sequence[_TreeRow], contexts: Sequence[int], scratch: KVCache, dev: torch.device
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Tokens, positions, block ids, validity [R, W] and the attention mask
-    [R, W, cached + W] of the tree rows, read over ``scratch``'s cached positions."""
+    [R, W, cached + W] of the tree rows (``contexts``: each row's context length),
+    read over ``scratch``'s cached positions."""
     width = max(len(r.tokens) for r in rows)
     shape = (len(rows), width)
     tokens = torch.zeros(shape, dtype=torch.long)
     positions = torch.zeros(shape, dtype=torch.long)
     block_ids = torch.zeros(shape, dtype=torch.long)
     valid = torch.zeros(shape, dtype=torch.bool)
-    branch = torch.full(shape, -1, dtype=torch.long)  # padding: a branch of its own
-    for i, r in enumerate(rows):
+    # Which new tokens each new token may see beyond the block-id rule: the context
+    # sees the context; a trie token sees the context and its lineage.
+    lineage = torch.zeros(len(rows), width, width, dtype=torch.bool)
+    for i, (r, n_ctx) in enumerate(zip(rows, contexts, strict=True)):
         n = len(r.tokens)
-        if n:
-            tokens[i, :n], positions[i, :n] = torch.tensor(r.tokens), torch.tensor(r.positions)
-            block_ids[i, :n], valid[i, :n] = torch.tensor(r.block_ids), torch.tensor(r.valid)
-            branch[i, :n] = torch.tensor(r.branch)
-    tokens, positions, block_ids, valid, branch = (
-        t.to(dev) for t in (tokens, positions, block_ids, valid, branch)
+        if not n:
+            continue
+        tokens[i, :n], positions[i, :n] = torch.tensor(r.tokens), torch.tensor(r.positions)
+        block_ids[i, :n], valid[i, :n] = torch.tensor(r.block_ids), torch.tensor(r.valid)
+        lineage[i, :n, :n_ctx] = True
+        for k, seen in enumerate(r.lineage):
+            lineage[i, n_ctx + k, seen] = True
+    tokens, positions, block_ids, valid, lineage = (
+        t.to(dev) for t in (tokens, positions, block_ids, valid, lineage)
     )
     cached = scratch.length
     query_blocks = block_ids.unsqueeze(2)
     old = (scratch.block_ids[:, None, :cached] <= query_blocks) & scratch.valid[:, None, :cached]
-    same_branch = (branch.unsqueeze(1) == 0) | (branch.unsqueeze(1) == branch.unsqueeze(2))
-    new = (block_ids.unsqueeze(1) <= query_blocks) & valid.unsqueeze(1) & same_branch
+    new = (block_ids.unsqueeze(1) <= query_blocks) & valid.unsqueeze(1) & lineage
     # A padded query with no visible key would produce NaNs; let it see itself.
     eye = torch.eye(width, dtype=torch.bool, device=dev).unsqueeze(0) & ~valid.unsqueeze(2)
     return tokens, positions, block_ids, valid, torch.cat((old, new | eye), dim=2)
@@ -389,8 +404,8 @@ def _score_parts(
     first token and its candidates' closings (copy candidates; None for others).
 
     Each query is one row (tree attention, as in SpecInfer/Medusa verification): its
-    context is read once and its request's cache copied once, whatever the number
-    of candidates."""
+    context is read once, its request's cache copied once, and the tokens its
+    candidates share at their start once, whatever the number of candidates."""
     queries = [q for _, q, _ in items]
     for q in queries:
         if q.context.length == 0 and q.first_logprobs is None:
@@ -404,12 +419,13 @@ def _score_parts(
         first = 1 if q.context.length == 0 else 0  # that one comes from first_logprobs
         for c, cand in enumerate(q.choice.candidates):
             for j in range(first, len(cand.scored)):
-                where.append((i, q.context.length - 1 if j == 0 else rows[i].offsets[c] + j - 1))
+                where.append((i, q.context.length - 1 if j == 0 else rows[i].paths[c][j - 1]))
     logp = None
     if where:
         parts = [(cache, q.row, cache.length if n is None else n) for cache, q, n in items]
         scratch = KVCache.gather(parts, max(len(r.tokens) for r in rows))
-        tokens, positions, block_ids, valid, mask = _tree_inputs(rows, scratch, dev)
+        contexts = [q.context.length for q in queries]
+        tokens, positions, block_ids, valid, mask = _tree_inputs(rows, contexts, scratch, dev)
         hidden = model(
             tokens,
             positions=positions,

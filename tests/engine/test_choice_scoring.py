@@ -65,6 +65,37 @@ def test_scores_from_a_cache_and_context_equal_a_plain_forward_pass(causal: Tran
     assert cache.length == 5  # the caller's cache is untouched
 
 
+def test_candidates_that_start_alike_share_their_tokens_and_score_alone(
+    causal: Transformer,
+) -> None:
+    # Copy candidates are runs of words from the request: "dana", "dana@example.com",
+    # "dana@example.com for"... they share their first tokens, read once in the pass.
+    shared = ClosedChoice(
+        (
+            Candidate("p", (20, 21), (20, 21, 30), (0, 0)),
+            Candidate("q", (20, 21, 22), (20, 21, 22, 30), (0, 0, 0)),
+            Candidate("r", (20, 23), (20, 23, 31), (0, 0)),
+            Candidate("s", (24,), (24, 30), (0,)),
+        )
+    )
+    cache = _cached(causal, PROMPT[:5])
+    query = ChoiceQuery(0, shared, _segment(PROMPT[5:], 5), len(PROMPT))
+    seen: list[int] = []
+    original = causal.forward
+
+    def spy(tokens: torch.Tensor, **kwargs: object) -> torch.Tensor:
+        seen.append(tokens.shape[1])
+        return original(tokens, **kwargs)
+
+    causal.forward = spy  # type: ignore[method-assign]
+    got = score(causal, cache, [query])[0]
+    del causal.forward
+    # Context (3) + trie {20, 21, 22, 23, 24}: 8 tokens, not 3 + 9.
+    assert seen == [8]
+    want = [_reference(causal, PROMPT, c.scored) for c in shared.candidates]
+    assert got == pytest.approx(want, abs=1e-4)
+
+
 def test_an_empty_context_takes_the_first_token_from_the_last_pass(causal: Transformer) -> None:
     cache = _cached(causal, PROMPT)
     ids = torch.tensor([PROMPT])
