@@ -46,6 +46,7 @@ class Augmentation:
     reshaped_results: float = 0.0  # a tool result loses fields its answer ignores, gains 2-6 others
     more_parallel: float = 0.0  # a single-call conversation is drawn as a parallel-call one instead
     more_extras: float = 0.0  # a result gains 2-5 of the usual extra fields, may lose others
+    more_connectors: float = 0.0  # two requests are joined by a phrasing.MORE_CONNECTORS joiner
 
 
 #: What the training split uses.

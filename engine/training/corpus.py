@@ -101,6 +101,12 @@ class CorpusGenerator:
     def _pool(self, pool: Any) -> list[Any]:
         return split_pool(pool, self.split)
 
+    def _joiner(self) -> str:
+        """What joins the two requests of a parallel (or made-up tools) conversation."""
+        if self._chance(self.augmentation.more_connectors):
+            return self.rng.choice(phrasing.MORE_CONNECTORS)
+        return self.rng.choice(self._pool(phrasing.CONNECTORS))
+
     # -- requests ------------------------------------------------------------
 
     def _fill(
@@ -212,7 +218,7 @@ class CorpusGenerator:
             casing = self._casing()
             req_a = self._request(primary[0], casing)
             req_b = self._request(primary[-1], casing)
-            joiner = rng.choice(self._pool(phrasing.CONNECTORS))
+            joiner = self._joiner()
             text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.copied)
             calls = req_a.calls + req_b.calls
             return Sample(
@@ -366,7 +372,7 @@ class CorpusGenerator:
         specs = [t.spec for t in made] + real
         rng.shuffle(specs)
         requests = [t.request(rng) for t in wanted]
-        joiner = rng.choice(self._pool(phrasing.CONNECTORS))
+        joiner = self._joiner()
         copied = [c for r in requests for c in r.copied]
         text = self._decorate(joiner.join(r.text for r in requests), "plain", copied)
         calls = [r.call for r in requests]

@@ -31,6 +31,22 @@ CONNECTORS = (
     " & ",
     ". ",
 )
+# More joiners, for training only (``Augmentation.more_connectors``): a list apart, so
+# that the held-out third of CONNECTORS (and the held-out set) stays as it is.
+MORE_CONNECTORS = (
+    " also ",
+    "! ",
+    "? ",
+    "\n",
+    "; ",
+    ", also ",
+    " oh and ",
+    ", after that ",
+    " and after that ",
+    " too, ",
+    " - and ",
+    ", besides that ",
+)
 INSTRUCTIONS = lines(
     "You are a helpful customer support agent.|You are an IT operations assistant.|"
     "Answer briefly and use the tools when needed.|You help customers with orders and billing.|"

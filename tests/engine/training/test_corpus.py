@@ -274,6 +274,20 @@ def test_more_parallel_turns_single_calls_into_parallel_ones() -> None:
         augment.from_setting({"more_parallel": 1.5})
 
 
+def test_more_connectors_join_parallel_requests_with_training_only_joiners() -> None:
+    # The held-out third of CONNECTORS (" plus ", " and then ", ". ") stays unseen:
+    # the extra joiners are a list apart, none of them a held-out one.
+    from agentflow.engine.training import phrasing
+
+    held = set(split_pool(phrasing.CONNECTORS, "heldout"))
+    assert not held & set(phrasing.MORE_CONNECTORS)
+    more = dataclasses.replace(augment.NONE, more_parallel=0.5, more_connectors=1.0)
+    parallel = [s for s in CorpusGenerator("train", 0, more).samples(300) if s.kind == "parallel"]
+    assert len(parallel) > 40
+    joined = [any(j in s.messages[-1].content for j in phrasing.MORE_CONNECTORS) for s in parallel]
+    assert sum(joined) >= 0.9 * len(parallel)
+
+
 def test_the_heldout_split_never_changes() -> None:
     # Evaluation figures are only comparable across corpus versions if the held-out
     # conversations stay byte for byte the same; training-only perturbations must
