@@ -147,7 +147,7 @@ def copy_candidates(
     nxt = forced.byte_next
     if nxt is None:
         return ()
-    quote_tokens = [t for t, data in enumerate(forced.token_bytes) if data[:1] == b'"']
+    quote_tokens = forced.quote_tokens
     # Most spans end in the same state (inside a free string), so the closers of a state
     # are worked out once per call, not once per span.
     closers_at: dict[int, tuple[tuple[int, int], ...]] = {}

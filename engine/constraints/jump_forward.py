@@ -15,7 +15,8 @@ be unsound there); only single forced tokens are then jumped.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +29,9 @@ if TYPE_CHECKING:
 
 #: Upper bound on one forced string, in bytes.
 MAX_FORCED_BYTES = 512
+#: Entries of :attr:`ForcedText.tokenized` (copy candidates tokenize the same spans at
+#: every choice, step after step).
+TOKENIZED_MEMO_SIZE = 4096
 
 
 def _utf8_complete_prefix(data: bytes) -> bytes:
@@ -58,6 +62,13 @@ class ForcedText:
     offsets: np.ndarray
     tokens: np.ndarray
     next_states: np.ndarray
+    #: :meth:`tokenize` results so far, keyed by the bytes (the oldest dropped first).
+    tokenized: dict[bytes, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+
+    @cached_property
+    def quote_tokens(self) -> tuple[int, ...]:
+        """The tokens whose bytes start with ``"`` (those that may close a string)."""
+        return tuple(t for t, data in enumerate(self.token_bytes) if data[:1] == b'"')
 
     @classmethod
     def build(cls, automaton: TokenAutomaton, tokenizer: Tokenizer) -> ForcedText:
@@ -109,6 +120,15 @@ class ForcedText:
 
     def tokenize(self, data: bytes) -> list[int]:
         """Canonical token ids of the longest UTF-8-complete prefix of ``data`` (exact bytes only)."""
+        found = self.tokenized.get(data)
+        if found is None:
+            found = tuple(self._tokenize(data))
+            if len(self.tokenized) >= TOKENIZED_MEMO_SIZE:
+                del self.tokenized[next(iter(self.tokenized))]
+            self.tokenized[data] = found
+        return list(found)
+
+    def _tokenize(self, data: bytes) -> list[int]:
         text_bytes = _utf8_complete_prefix(data)
         if not text_bytes:
             return []

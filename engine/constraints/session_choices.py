@@ -173,7 +173,7 @@ class SessionChoices:
         """The copy candidates where a string value opens at automaton ``state`` (cached)."""
         if state not in self._copies:
             self._copies[state] = copy_candidates(
-                self._c.forced, self._t.step, state, self._t.live, self._spans
+                self._c.forced, self._t.cached_step, state, self._t.live, self._spans
             )
         return self._copies[state]
 
@@ -183,7 +183,7 @@ class SessionChoices:
         if key not in self._word_copies:
             self._word_copies[key] = word_candidates(
                 self._c.forced,
-                self._t.step,
+                self._t.cached_step,
                 state,
                 self._t.live,
                 self._word_spans,

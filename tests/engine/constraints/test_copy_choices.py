@@ -93,6 +93,28 @@ def test_a_string_value_opening_offers_the_spans_the_automaton_accepts(
         assert all(tokenizer.decode([t]).startswith('"') for t, _ in cand.closers)
 
 
+def test_a_second_session_of_the_constraint_gets_the_same_candidates_from_its_memos(
+    constraint: Constraint,
+) -> None:
+    # Sessions of one constraint share its tokenization and automaton memos (an agent
+    # decodes every step over the same tools and much the same spans).
+    def offered() -> list[tuple[str, tuple[int, ...]]]:
+        session = constraint.session()
+        session.copy_from([REQUEST])
+        tokens, masked = _row()
+        session.jump_forward(tokens, masked)
+        found = session.block_choice(tokens, masked)
+        assert found is not None
+        return [(c.text, c.tokens) for c in found[1].candidates]
+
+    first = offered()
+    memo = constraint.forced.tokenized
+    assert memo
+    key = next(iter(memo))
+    constraint.forced.tokenize(key).append(0)  # a caller's list is its own
+    assert offered() == first
+
+
 def test_a_value_opening_at_the_blocks_first_position_is_offered_too(
     constraint: Constraint, tokenizer: Tokenizer
 ) -> None:
