@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from .choice_trie import CandidateTrie, trie_inputs
 from .constraints.closed_choices import Candidate, ClosedChoice
 from .constraints.copy_choices import COPY_MIN_CLOSE
 from .constraints.word_copies import WORD_MIN_CLOSE
@@ -313,89 +314,6 @@ def score_parts(
 Closings = list[list[tuple[int, float] | None]]
 
 
-@dataclass
-class _TreeRow:
-    """One query's input row: its context, then its candidates' tails (the scored
-    tokens but the last) as a token trie: candidates that start alike share their
-    common tokens, and each trie token sees the context and its own ancestors only."""
-
-    tokens: list[int]
-    positions: list[int]
-    block_ids: list[int]
-    valid: list[bool]
-    #: Index in the row of the trie token before which each candidate's scored token
-    #: ``j >= 1`` is predicted: ``paths[c][j - 1]``.
-    paths: list[list[int]]
-    #: Per trie token (by index after the context): the indices of its ancestors and itself.
-    lineage: list[list[int]]
-
-    @classmethod
-    def of(cls, q: ChoiceQuery) -> _TreeRow:
-        ctx = q.context
-        row = cls(
-            ctx.tokens[0].tolist(),
-            ctx.positions[0].tolist(),
-            ctx.block_ids[0].tolist(),
-            ctx.valid[0].tolist(),
-            [],
-            [],
-        )
-        nodes: dict[tuple[int, int], int] = {}  # (parent index or -1, token) -> index
-        for cand in q.choice.candidates:
-            path: list[int] = []
-            parent = -1
-            for depth, token in enumerate(cand.scored[:-1]):  # the last is never input
-                key = (parent, int(token))
-                if key not in nodes:
-                    nodes[key] = len(row.tokens)
-                    row.tokens.append(int(token))
-                    row.positions.append(q.start + depth)
-                    row.block_ids.append(q.start + depth)
-                    row.valid.append(True)
-                    above = row.lineage[parent - ctx.length] if parent >= 0 else []
-                    row.lineage.append([*above, nodes[key]])
-                parent = nodes[key]
-                path.append(parent)
-            row.paths.append(path)
-        return row
-
-
-def _tree_inputs(
-    rows: Sequence[_TreeRow], contexts: Sequence[int], scratch: KVCache, dev: torch.device
-) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """Tokens, positions, block ids, validity [R, W] and the attention mask
-    [R, W, cached + W] of the tree rows (``contexts``: each row's context length),
-    read over ``scratch``'s cached positions."""
-    width = max(len(r.tokens) for r in rows)
-    shape = (len(rows), width)
-    tokens = torch.zeros(shape, dtype=torch.long)
-    positions = torch.zeros(shape, dtype=torch.long)
-    block_ids = torch.zeros(shape, dtype=torch.long)
-    valid = torch.zeros(shape, dtype=torch.bool)
-    # Which new tokens each new token may see beyond the block-id rule: the context
-    # sees the context; a trie token sees the context and its lineage.
-    lineage = torch.zeros(len(rows), width, width, dtype=torch.bool)
-    for i, (r, n_ctx) in enumerate(zip(rows, contexts, strict=True)):
-        n = len(r.tokens)
-        if not n:
-            continue
-        tokens[i, :n], positions[i, :n] = torch.tensor(r.tokens), torch.tensor(r.positions)
-        block_ids[i, :n], valid[i, :n] = torch.tensor(r.block_ids), torch.tensor(r.valid)
-        lineage[i, :n, :n_ctx] = True
-        for k, seen in enumerate(r.lineage):
-            lineage[i, n_ctx + k, seen] = True
-    tokens, positions, block_ids, valid, lineage = (
-        t.to(dev) for t in (tokens, positions, block_ids, valid, lineage)
-    )
-    cached = scratch.length
-    query_blocks = block_ids.unsqueeze(2)
-    old = (scratch.block_ids[:, None, :cached] <= query_blocks) & scratch.valid[:, None, :cached]
-    new = (block_ids.unsqueeze(1) <= query_blocks) & valid.unsqueeze(1) & lineage
-    # A padded query with no visible key would produce NaNs; let it see itself.
-    eye = torch.eye(width, dtype=torch.bool, device=dev).unsqueeze(0) & ~valid.unsqueeze(2)
-    return tokens, positions, block_ids, valid, torch.cat((old, new | eye), dim=2)
-
-
 @torch.inference_mode()
 def _score_parts(
     model: Transformer, items: Sequence[tuple[KVCache, ChoiceQuery, int | None]]
@@ -411,7 +329,7 @@ def _score_parts(
         if q.context.length == 0 and q.first_logprobs is None:
             raise ValueError("a query without context needs first_logprobs")
     dev = items[0][0].k.device
-    rows = [_TreeRow.of(q) for q in queries]
+    rows = [CandidateTrie.of(q) for q in queries]
     # The output before each scored token predicts it: the context's last for a
     # candidate's first token, then the candidate's own tail.
     where: list[tuple[int, int]] = []  # (row, index) per scored token read from this pass
@@ -425,7 +343,7 @@ def _score_parts(
         parts = [(cache, q.row, cache.length if n is None else n) for cache, q, n in items]
         scratch = KVCache.gather(parts, max(len(r.tokens) for r in rows))
         contexts = [q.context.length for q in queries]
-        tokens, positions, block_ids, valid, mask = _tree_inputs(rows, contexts, scratch, dev)
+        tokens, positions, block_ids, valid, mask = trie_inputs(rows, contexts, scratch, dev)
         hidden = model(
             tokens,
             positions=positions,
