@@ -113,3 +113,21 @@ def test_cache_truncate_reserve_and_select_rows(causal_model: Transformer) -> No
 def test_config_round_trips_through_a_dict() -> None:
     cfg = make_config("bidirectional", logits_shift=1)
     assert ModelConfig.from_dict({**cfg.to_dict(), "format": "agentflow"}) == cfg
+
+
+def test_a_model_built_on_the_meta_device_initializes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Checkpoints are built on "meta" and then assigned their weights; a random init
+    # there is wasted, and normal_ on meta tensors imports torch._dynamo (seconds).
+    def refuse(tensor: torch.Tensor, *args: object, **kwargs: object) -> torch.Tensor:
+        raise AssertionError(f"normal_ called on a {tensor.device.type} tensor")
+
+    monkeypatch.setattr(torch.nn.init, "normal_", refuse)
+    with torch.device("meta"):
+        model = Transformer(make_config("block"))
+    assert {p.device.type for p in model.parameters()} == {"meta"}
+    monkeypatch.undo()
+    # Built on the CPU, the embedding keeps nn.Embedding's standard-normal init.
+    weight = Transformer(make_config("block", vocab_size=4096)).tok_embeddings.weight
+    assert weight.requires_grad and 0.9 < float(weight.detach().std()) < 1.1
