@@ -2,13 +2,13 @@
 
 A decoder that meets a closed choice (:mod:`.constraints.closed_choices`) asks
 :func:`choose` for the candidate with the highest log-probability. Every
-(request, candidate) pair becomes one row: the request's tokens that are not in
-its KV cache yet (``context``), then the candidate's tokens, which see each
-other causally (block id = position), so the output before each candidate token
-predicts it — the autoregressive reading, which is also how a shifted
-(``logits_shift=1``) diffusion model was initialized and reads its block's
-clean prefix. The request's cache rows are copied for its candidates; nothing
-is added to the caller's cache.
+request becomes one row (:mod:`.choice_trie`): its tokens that are not in its
+KV cache yet (``context``), then its candidates' tokens as a trie, each seeing
+the context and its own earlier tokens causally (block id = position), so the
+output before each candidate token predicts it — the autoregressive reading,
+which is also how a shifted (``logits_shift=1``) diffusion model was
+initialized and reads its block's clean prefix. The request's cache row is
+copied once for the pass; nothing is added to the caller's cache.
 
 A small model rates an unfamiliar name low whatever the request says, so a
 plain sequence score prefers the names whose words it has seen. With a
