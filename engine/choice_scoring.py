@@ -342,8 +342,7 @@ def _score_parts(
     if where:
         parts = [(cache, q.row, cache.length if n is None else n) for cache, q, n in items]
         scratch = KVCache.gather(parts, max(len(r.tokens) for r in rows))
-        contexts = [q.context.length for q in queries]
-        tokens, positions, block_ids, valid, mask = trie_inputs(rows, contexts, scratch, dev)
+        tokens, positions, block_ids, valid, mask = trie_inputs(rows, scratch, dev)
         hidden = model(
             tokens,
             positions=positions,

@@ -31,6 +31,8 @@ class CandidateTrie:
     tokens but the last) as a token trie: candidates that start alike share their
     common tokens, and each trie token sees the context and its own ancestors only."""
 
+    #: How many of the row's tokens are the context (the rest is the trie).
+    context: int
     tokens: list[int]
     positions: list[int]
     block_ids: list[int]
@@ -45,6 +47,7 @@ class CandidateTrie:
     def of(cls, q: ChoiceQuery) -> CandidateTrie:
         ctx = q.context
         row = cls(
+            ctx.length,
             ctx.tokens[0].tolist(),
             ctx.positions[0].tolist(),
             ctx.block_ids[0].tolist(),
@@ -64,7 +67,7 @@ class CandidateTrie:
                     row.positions.append(q.start + depth)
                     row.block_ids.append(q.start + depth)
                     row.valid.append(True)
-                    above = row.lineage[parent - ctx.length] if parent >= 0 else []
+                    above = row.lineage[parent - row.context] if parent >= 0 else []
                     row.lineage.append([*above, nodes[key]])
                 parent = nodes[key]
                 path.append(parent)
@@ -73,11 +76,10 @@ class CandidateTrie:
 
 
 def trie_inputs(
-    rows: Sequence[CandidateTrie], contexts: Sequence[int], scratch: KVCache, dev: torch.device
+    rows: Sequence[CandidateTrie], scratch: KVCache, dev: torch.device
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """Tokens, positions, block ids, validity [R, W] and the attention mask
-    [R, W, cached + W] of the tree rows (``contexts``: each row's context length),
-    read over ``scratch``'s cached positions."""
+    [R, W, cached + W] of the tree rows, read over ``scratch``'s cached positions."""
     width = max(len(r.tokens) for r in rows)
     shape = (len(rows), width)
     tokens = torch.zeros(shape, dtype=torch.long)
@@ -87,15 +89,15 @@ def trie_inputs(
     # Which new tokens each new token may see beyond the block-id rule: the context
     # sees the context; a trie token sees the context and its lineage.
     lineage = torch.zeros(len(rows), width, width, dtype=torch.bool)
-    for i, (r, n_ctx) in enumerate(zip(rows, contexts, strict=True)):
+    for i, r in enumerate(rows):
         n = len(r.tokens)
         if not n:
             continue
         tokens[i, :n], positions[i, :n] = torch.tensor(r.tokens), torch.tensor(r.positions)
         block_ids[i, :n], valid[i, :n] = torch.tensor(r.block_ids), torch.tensor(r.valid)
-        lineage[i, :n, :n_ctx] = True
+        lineage[i, :n, : r.context] = True
         for k, seen in enumerate(r.lineage):
-            lineage[i, n_ctx + k, seen] = True
+            lineage[i, r.context + k, seen] = True
     tokens, positions, block_ids, valid, lineage = (
         t.to(dev) for t in (tokens, positions, block_ids, valid, lineage)
     )
