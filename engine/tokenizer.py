@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer as HFTokenizer
 
-from .canonical_pairs import CanonicalPairs
+from .canonical_pairs import PAIRS_FILE, CanonicalPairs
 from .chat_template import END, MASK, PAD
 from .errors import CheckpointError, TokenizerMismatchError
 
@@ -48,15 +48,19 @@ class Tokenizer:
         end_token: str | None = END,
         pad_token: str | None = PAD,
         source: str = "<memory>",
+        pairs_file: str | Path | None = None,
     ) -> None:
         self.hf = hf
         self.source = source
+        #: Saved canonical-pair rows to start from (``canonical_pairs.npz``), if any.
+        self.pairs_file = Path(pairs_file) if pairs_file is not None else None
         self.mask_id = hf.token_to_id(mask_token) if mask_token else None
         self.end_id = hf.token_to_id(end_token) if end_token else None
         self.pad_id = hf.token_to_id(pad_token) if pad_token else None
 
     @classmethod
     def from_file(cls, path: str | Path, **special: str | None) -> Tokenizer:
+        """Read ``tokenizer.json`` (and the canonical-pair rows saved beside it, if any)."""
         path = Path(path)
         if not path.is_file():
             raise CheckpointError(f"tokenizer file not found: {path}", path=path)
@@ -64,7 +68,7 @@ class Tokenizer:
             hf = HFTokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises a bare Exception on bad JSON
             raise CheckpointError(f"cannot read tokenizer {path}: {exc}", path=path) from exc
-        return cls(hf, source=str(path), **special)
+        return cls(hf, source=str(path), pairs_file=saved_pairs(path.parent), **special)
 
     @property
     def vocab_size(self) -> int:
@@ -107,7 +111,10 @@ class Tokenizer:
 
     @cached_property
     def canonical_pairs(self) -> CanonicalPairs:
-        """Which token may follow which in this tokenizer's own output (built lazily)."""
+        """Which token may follow which in this tokenizer's own output (built lazily,
+        from the rows of ``pairs_file`` when there is one)."""
+        if self.pairs_file is not None:
+            return CanonicalPairs.load(self, self.pairs_file)
         return CanonicalPairs(self)
 
     @cached_property
@@ -116,6 +123,12 @@ class Tokenizer:
         h = hashlib.sha256(self.hf.to_str().encode())
         h.update(f"{self.mask_id}/{self.end_id}/{self.pad_id}".encode())
         return h.hexdigest()[:16]
+
+
+def saved_pairs(folder: Path) -> Path | None:
+    """``folder``'s canonical-pair file, when it has one."""
+    path = folder / PAIRS_FILE
+    return path if path.is_file() else None
 
 
 def check_same_tokenizer(drafter: Tokenizer, verifier: Tokenizer) -> None:

@@ -420,7 +420,7 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
         weights = mixed_with_start(weights, out / START_WEIGHTS, config.export_mix)
     model.load_state_dict(weights)
     dest = Path(dest or config.export_dir)
-    save_checkpoint(model, tok, dest, dtype=torch.float16)
+    save_checkpoint(model, tok, dest, dtype=torch.float16, canonical_pairs=True)
     meta = {
         "name": config.name,
         "objective": config.objective,

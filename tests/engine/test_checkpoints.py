@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 from tokenizers import Tokenizer as HFTokenizer
 
 from agentflow.engine import checkpoints
+from agentflow.engine.canonical_pairs import PAIRS_FILE
 from agentflow.engine.checkpoint_formats import FORMATS, SUPPORTED_FORMATS
 from agentflow.engine.checkpoints import load_checkpoint, resolve_model_path, save_checkpoint
 from agentflow.engine.errors import CheckpointError
@@ -367,6 +368,20 @@ def test_save_and_reload_our_format(tmp_path: Path, tokenizer) -> None:
     tokens = torch.tensor([[3, 4, 5, 6]])
     with torch.no_grad():
         torch.testing.assert_close(fp32.model(tokens), model(tokens))
+
+
+def test_a_checkpoint_saved_with_its_canonical_pairs_loads_them(
+    tmp_path: Path, tokenizer, hf_tokenizer
+) -> None:
+    model = make_model(make_config("block", vocab_size=tokenizer.vocab_size))
+    folder = save_checkpoint(model, tokenizer, tmp_path / "m", canonical_pairs=True)
+    loaded = load_checkpoint(folder)
+    assert loaded.tokenizer.pairs_file == folder / PAIRS_FILE
+    assert loaded.tokenizer.canonical_pairs.complete
+    # saved again without them, the folder keeps no rows of the tokenizer it held
+    save_checkpoint(model, hf_tokenizer, folder)
+    assert not (folder / PAIRS_FILE).exists()
+    assert load_checkpoint(folder).tokenizer.pairs_file is None
 
 
 @pytest.fixture
