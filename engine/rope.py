@@ -83,15 +83,15 @@ def inverse_frequencies(
 
 
 def rope_tables(positions: Tensor, inv_freq: Tensor) -> tuple[Tensor, Tensor]:
-    """cos/sin of shape [B, T, head_dim/2] for integer ``positions`` [B, T]."""
+    """cos/sin of shape [B, 1, T, head_dim/2] (broadcast over heads) for integer
+    ``positions`` [B, T]."""
     angles = positions.float().unsqueeze(-1) * inv_freq.to(positions.device)
-    return angles.cos(), angles.sin()
+    return angles.cos().unsqueeze(1), angles.sin().unsqueeze(1)
 
 
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate halves (the Llama/Qwen "rotate_half" convention). x: [B, H, T, D]."""
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half].float(), x[..., half:].float()
-    cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
+    """Rotate halves (the Llama/Qwen "rotate_half" convention), in float32.
+    x: [B, H, T, D]; cos/sin from :func:`rope_tables`."""
+    x1, x2 = x.float().chunk(2, dim=-1)
     out = torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
-    return out.to(x.dtype)
+    return out if out.dtype == x.dtype else out.to(x.dtype)
