@@ -40,10 +40,15 @@ class ChoiceStep:
 
     #: Rows scored by a forward pass (not those whose choice had one closed candidate).
     scored: set[int]
-    #: True when some row committed a choice.
-    filled: bool
+    #: Rows that committed a choice.
+    filled_rows: set[int]
     #: Forward passes it took (when ``scored`` is not empty).
     passes: int = 1
+
+    @property
+    def filled(self) -> bool:
+        """True when some row committed a choice."""
+        return bool(self.filled_rows)
 
 
 def make_choices(
@@ -57,9 +62,16 @@ def make_choices(
     confidence: Tensor,
     priors: Sequence[ChoicePrior | None],
     prior_weight: float,
+    last_logits: Tensor | None = None,
+    fresh: Tensor | None = None,
 ) -> ChoiceStep | None:
     """Fill every row's closed choice at its leftmost mask (``score_choices``);
-    None when no row had a choice to make."""
+    None when no row had a choice to make.
+
+    ``last_logits`` [b, L, V] are the block's last denoising pass, and ``fresh`` [b]
+    marks the rows no choice has filled since: a copy choice there takes its likely
+    first tokens from them instead of a pass of its own (the whole candidates are
+    scored exactly either way)."""
     tokens = current.tokens
     queries: list[ChoiceQuery] = []
     found_at: list[int] = []
@@ -78,9 +90,16 @@ def make_choices(
         return None
     copies = [i for i, q in enumerate(queries) if q.choice.copy]
     passes = 0
-    if copies:  # one short pass finds where each value is likely to start
-        firsts = first_logprobs(model, cache, [queries[i] for i in copies])
-        passes = 1
+    if copies:  # where each value is likely to start: the last pass, or one short pass
+        known = [
+            None
+            if last_logits is None or fresh is None or not bool(fresh[queries[i].row])
+            else last_logits[queries[i].row, found_at[i]].float().log_softmax(-1)
+            for i in copies
+        ]
+        asked = [replace(queries[i], first_logprobs=f) for i, f in zip(copies, known, strict=True)]
+        firsts = first_logprobs(model, cache, asked)
+        passes = int(any(f is None for f in known))
         for i, first in zip(copies, firsts, strict=True):
             queries[i] = replace(queries[i], choice=likeliest_starts(queries[i].choice, first))
         # A copy inside free text that the model is not writing is declined unscored.
@@ -94,14 +113,14 @@ def make_choices(
             c.decline_choice(tokens[q.row], masked[q.row], s)
         kept = [(q, s) for q, s in zip(queries, found_at, strict=True) if q.choice.candidates]
         if not kept:
-            return ChoiceStep(looked, False, passes)
+            return ChoiceStep(looked, set(), passes)
         queries, found_at = [q for q, _ in kept], [s for _, s in kept]
     given = [
         None if priors[q.row] is None else (priors[q.row], tokens[q.row, :start].tolist())
         for q, start in zip(queries, found_at, strict=True)
     ]
     results = choose(model, cache, queries, given, prior_weight)  # type: ignore[arg-type]
-    filled = False
+    filled: set[int] = set()
     for q, start, res in zip(queries, found_at, results, strict=True):
         c = cons[q.row]
         assert isinstance(c, ChoiceConstraint)
@@ -110,7 +129,7 @@ def make_choices(
             continue
         c.fill_choice(tokens[q.row], masked[q.row], start, res.candidate)
         confidence[q.row, start : start + len(res.candidate.tokens)] = res.confidence
-        filled = True
+        filled.add(q.row)
     scored = {q.row for q in queries if len(q.choice.candidates) > 1 or q.choice.copy}
     if copies:
         scored |= looked

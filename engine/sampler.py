@@ -135,6 +135,9 @@ def denoise_block(
     carry = pending
     current = Segment(tokens, block.positions, block.block_ids, block.valid)  # views `tokens`
     choosing = config.score_choices and config.temperature == 0 and supports_choices(model)
+    # The last denoising pass's logits, and the rows no choice has filled since.
+    last_logits: Tensor | None = None
+    fresh = torch.zeros(b, dtype=torch.bool)
     while bool(masked.any()):
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
@@ -162,11 +165,14 @@ def denoise_block(
                     confidence,
                     priors or [None] * b,
                     config.choice_prior_weight,
+                    last_logits,
+                    fresh,
                 )
                 if made is not None and made.scored:
                     nfe += made.passes
                     row_nfe[sorted(made.scored)] += made.passes
                 if made is not None and made.filled:
+                    fresh[sorted(made.filled_rows)] = False
                     continue  # jump forward over what the choice forces next
         if config.cache_block_prefix and block_start is not None:
             lead = _clean_lead(masked)
@@ -193,6 +199,8 @@ def denoise_block(
         else:
             block_logits = part
         block_logits[..., mask_id] = float("-inf")  # the mask token is never an answer
+        last_logits = block_logits
+        fresh[:] = True
         pending = pending.slice(commit)
         if block_start is None:
             block_start, carry = cache.length, pending

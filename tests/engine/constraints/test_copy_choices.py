@@ -256,3 +256,48 @@ def test_the_decoders_copy_whole_spans_or_write_as_without_them(
             assert value["id"] in request_spans([text])
         else:
             assert out.sequences == plain.sequences
+
+
+def test_a_copy_choice_takes_its_likely_starts_from_the_last_pass_unless_a_choice_came_between(
+    build_automaton: Callable[[str], TokenAutomaton],
+    tokenizer: Tokenizer,
+    model_factory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Right after a denoising pass, the pass's logits at the value's first position say
+    which candidates to score: no pass of its own. After a closed choice was filled
+    (here an enum before the string), those logits did not see it: one short pass."""
+    import agentflow.engine.block_choices as block_choices
+
+    monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0)
+    asked: list[list[bool]] = []  # per call: which copy queries needed a pass
+    real = block_choices.first_logprobs
+
+    def spy(model, cache, queries):  # type: ignore[no-untyped-def]
+        asked.append([q.first_logprobs is None for q in queries])
+        return real(model, cache, queries)
+
+    monkeypatch.setattr(block_choices, "first_logprobs", spy)
+    # One block holds the whole object, so no block's first pass comes between.
+    model = model_factory(
+        "block", vocab_size=tokenizer.vocab_size, logits_shift=1, seed=11, block_length=48
+    )
+    config = GenerationConfig(max_new_tokens=48, block_length=48, steps=48, score_choices=True)
+    enum_first = {
+        "type": "object",
+        "properties": {"kind": {"enum": ["order", "ticket"]}, "id": {"type": "string"}},
+        "required": ["kind", "id"],
+        "additionalProperties": False,
+    }
+    for schema, needs_pass in ((SCHEMA, False), (enum_first, True)):
+        constraint = Constraint(build_automaton(compile_json_schema(schema).regex), tokenizer)
+        session = constraint.session(48)
+        session.copy_from([REQUEST])
+        asked.clear()
+        out = DiffusionEngine(model).generate(
+            [tokenizer.encode(REQUEST)], config, constraints=[session]
+        )
+        value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
+        jsonschema.validate(value, schema)
+        assert value["id"] in request_spans([REQUEST])  # the copy was made
+        assert asked and asked[0] == [needs_pass], schema
