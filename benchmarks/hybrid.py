@@ -220,11 +220,19 @@ def main(argv: list[str] | None = None) -> int:
     steps = args.draft_steps or None
     decoders: dict[str, Any] = {
         "ar": ARDecoder(verifier, tok),
+        # prompt_cache=0: each request reads its prompt whole, as the AR decoder does
+        # (reusing the prompts' shared start is measured by benchmarks/prompt_cache.py).
         "hybrid": HybridEngine(
-            drafter, verifier, tok, options=HybridOptions(draft_steps=steps, clock=clock)
+            drafter,
+            verifier,
+            tok,
+            options=HybridOptions(draft_steps=steps, clock=clock, prompt_cache=0),
         ),
         "hybrid-all": HybridEngine(
-            drafter, verifier, tok, options=HybridOptions(draft_steps=steps, adaptive=False)
+            drafter,
+            verifier,
+            tok,
+            options=HybridOptions(draft_steps=steps, adaptive=False, prompt_cache=0),
         ),
         "diffusion": DiffusionEngine(drafter, tok),
     }

@@ -44,6 +44,7 @@ from .constraints.protocol import DecodeConstraint
 from .decode_batch import Segment, left_pad
 from .generation import GenerationConfig, end_index
 from .model import KVCache, Transformer
+from .prefix_store import PrefixStore
 from .sampler import denoise_block
 from .speculative import greedy_pick, sample, target_probs
 
@@ -83,8 +84,17 @@ def cut_after_end(tokens: list[int], ends: Collection[int]) -> list[int]:
 class Drafter:
     """One request's diffusion drafter: cache, pending clean tokens, next position."""
 
-    def __init__(self, model: Transformer, prompt: list[int], capacity: int = 0) -> None:
-        """``capacity``: cache positions to allocate up front (it grows when exceeded)."""
+    def __init__(
+        self,
+        model: Transformer,
+        prompt: list[int],
+        capacity: int = 0,
+        store: PrefixStore | None = None,
+    ) -> None:
+        """``capacity``: cache positions to allocate up front (it grows when exceeded).
+        ``store``: earlier prompts' keys and values (causal-prompt drafters): the first
+        draft copies the longest prefix of ``prompt`` found there instead of reading it,
+        and keeps the prompt there once read."""
         cfg = model.config
         if cfg.mask_token_id is None:
             raise ValueError(
@@ -115,6 +125,9 @@ class Drafter:
         self._pieces: list[tuple[list[int], int]] = []
         #: Drafts made so far (the first one also prefills the cache).
         self.drafts = 0
+        self._prompt = list(prompt)
+        self._store = None if self.bidirectional else store
+        self._stored = False
 
     @property
     def device(self) -> torch.device:
@@ -160,6 +173,10 @@ class Drafter:
         if self.cache is None:
             need = max(self._size, self.pending.length + length + 8)
             self.cache = KVCache(self.model.config, 1, need, device=self.device, dtype=self._dtype)
+            if self._store is not None:
+                shift = self.model.config.logits_shift
+                reused = self._store.fill(self.cache, self._prompt, len(self._prompt) - shift)
+                self.pending = self.pending.slice(reused)
         if self.history is not None:
             self.cache.truncate(0)
             self.pending = self.history
@@ -167,6 +184,12 @@ class Drafter:
         self._cache_len = self.cache.length
         self._carry = self.pending
         return self.cache
+
+    def _remember_prompt(self) -> None:
+        """Once a draft has read the prompt into the cache, keep it in the store."""
+        if self._store is not None and not self._stored and self.cache is not None:
+            self._stored = True
+            self._store.save(self.cache, self._prompt)
 
     def cancel(self) -> None:
         """Forget a draft that failed midway: the cache and pending tokens are as before it."""
@@ -210,6 +233,7 @@ class Drafter:
             priors=[prior],
         )
         self._carry = res.pending.slice(0, res.pending.length - length)
+        self._remember_prompt()
         tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_ids)
         n = len(tokens)
         forced = res.forced[0, :n]
@@ -238,6 +262,7 @@ class Drafter:
             commit_len=commit,
         )
         self._carry = self.pending.slice(commit)
+        self._remember_prompt()
         out = logits[0, commit : commit + length].float()
         if cfg.mask_token_id is not None:
             out[:, cfg.mask_token_id] = float("-inf")

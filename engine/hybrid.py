@@ -57,6 +57,7 @@ from .hybrid_options import HybridOptions
 from .hybrid_schedule import DraftLength, Scheduler
 from .hybrid_stats import HybridStats, ServedMode
 from .model import Transformer
+from .prefix_store import PrefixStore
 from .tokenizer import Tokenizer, check_same_tokenizer
 from .verification import NO_DRAFT, Verifier
 
@@ -94,6 +95,12 @@ class HybridEngine:
         self.verifier = verifier.eval()
         self.tokenizer = tokenizer
         self.options = options or HybridOptions()
+        #: Recent prompts' keys and values per model (None: off, or a bidirectional drafter).
+        keep = self.options.prompt_cache
+        self.drafter_prompts = (
+            PrefixStore(self.drafter, keep) if keep and dcfg.attention != "bidirectional" else None
+        )
+        self.verifier_prompts = PrefixStore(self.verifier, keep) if keep else None
         #: Draft or verify alone, round by round; what it measured is shared by the requests.
         self.scheduler = Scheduler(
             adaptive=self.options.adaptive,
@@ -263,7 +270,7 @@ class HybridEngine:
         prior: ChoicePrior | None = None,
     ) -> tuple[list[int], float | None]:
         """Block diffusion alone; returns (tokens, the low confidence that aborted it or None)."""
-        drafter = Drafter(self.drafter, prompt)
+        drafter = Drafter(self.drafter, prompt, store=self.drafter_prompts)
         passes = prior.passes if prior is not None else 0
         out: list[int] = []
         k = 0
@@ -334,9 +341,11 @@ class HybridEngine:
         opts = self.options
         top = opts.max_draft or config.block_length
         room = len(prompt) + budget + top + 2
-        drafter = Drafter(self.drafter, prompt, capacity=room)
+        drafter = Drafter(self.drafter, prompt, capacity=room, store=self.drafter_prompts)
         drafter.accept(first)
-        verifier = Verifier(self.verifier, prompt + first, capacity=room)
+        verifier = Verifier(
+            self.verifier, prompt + first, capacity=room, store=self.verifier_prompts
+        )
         schedule = self.scheduler
         lengths = DraftLength(
             schedule.draft_length or config.block_length, min(opts.min_draft, top), top

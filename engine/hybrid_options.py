@@ -36,6 +36,12 @@ class HybridOptions:
     #: The clock the scheduler measures each path's cost with (``time.process_time``
     #: gives steadier figures on a CPU shared with other work, with one torch thread).
     clock: Callable[[], float] = time.perf_counter
+    #: Prompts whose keys and values each model keeps for later prompts that start the
+    #: same way (an agent's next step, an ``auto`` step re-done in hybrid mode;
+    #: :mod:`.prefix_store`); 0 reads every prompt whole. Each kept prompt holds its
+    #: keys and values: layers × kv heads × head dim × 2 values per token (2 kB per
+    #: token for the embedded models, 128 kB in bf16 for a Llama-3-8B verifier).
+    prompt_cache: int = 8
 
     def __post_init__(self) -> None:
         if self.draft_steps is not None and self.draft_steps < 1:
@@ -46,6 +52,8 @@ class HybridOptions:
             raise ValueError(f"max_draft ({self.max_draft}) is below min_draft ({self.min_draft})")
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
+        if self.prompt_cache < 0:
+            raise ValueError(f"prompt_cache must be >= 0, got {self.prompt_cache}")
         if not 1 <= self.probe_interval <= self.max_probe_interval:
             raise ValueError(
                 f"need 1 <= probe_interval ({self.probe_interval}) <= max_probe_interval "

@@ -28,6 +28,7 @@ from .drafting import Draft, grow_cache
 from .errors import InfeasibleConstraintError
 from .generation import GenerationConfig
 from .model import KVCache, Transformer
+from .prefix_store import PrefixStore
 from .speculative import fit_mask, greedy_pick, sample, speculative_step, target_probs
 
 #: A verifier-only step: the walk over an empty draft is one autoregressive step.
@@ -49,20 +50,32 @@ class VerifyRound:
 class Verifier:
     """One request's verifier: its KV cache, the tokens it has not forwarded yet, the round walk."""
 
-    def __init__(self, model: Transformer, prompt: list[int], capacity: int = 0) -> None:
-        """``capacity``: cache positions to allocate up front (it grows when exceeded)."""
+    def __init__(
+        self,
+        model: Transformer,
+        prompt: list[int],
+        capacity: int = 0,
+        store: PrefixStore | None = None,
+    ) -> None:
+        """``capacity``: cache positions to allocate up front (it grows when exceeded).
+        ``store``: earlier prompts' keys and values; the longest prefix of ``prompt``
+        found there is copied in, and the prompt is kept there once read."""
         self.model = model
         dev = next(model.parameters()).device
         dtype = next(model.parameters()).dtype
         size = max(capacity, len(prompt) + 64)
         self.cache = KVCache(model.config, 1, size, device=dev, dtype=dtype)
-        self.unseen: list[int] = list(prompt)
-        self.position = 0  # position of unseen[0]
+        reused = store.fill(self.cache, prompt, len(prompt) - 1) if store is not None else 0
+        self.unseen: list[int] = list(prompt[reused:])
+        self.position = reused  # position of unseen[0]
+        self._prompt = list(prompt)
+        self._store = store
+        self._scored = False
 
     @property
     def prefilled(self) -> bool:
         """Whether the prompt is in the cache (the first forward pass, the prefill, is done)."""
-        return self.position > 0
+        return self._scored
 
     def score(self, draft: list[int]) -> Tensor:
         """Logits fp32 [len(draft) + 1, V]: row j predicts the token after ``unseen + draft[:j]``."""
@@ -77,6 +90,10 @@ class Verifier:
             torch.ones(1, len(seq), dtype=torch.bool, device=dev),
         )
         hidden = causal_forward(self.model, self.cache, seg, hidden_only=True)[0]
+        if not self._scored:
+            self._scored = True
+            if self._store is not None:  # the cache now starts with the whole prompt
+                self._store.save(self.cache, self._prompt)
         # Only the last unseen token and the draft need vocabulary logits.
         return self.model.project(hidden[len(self.unseen) - 1 :]).float()
 
