@@ -45,6 +45,7 @@ from .generation import (
     end_index,
 )
 from .model import KVCache, Transformer
+from .prefix_store import DEFAULT_CAPACITY, PrefixStore
 from .selection import select_tokens
 from .speculative import greedy_pick
 from .tokenizer import Tokenizer
@@ -89,11 +90,20 @@ def _right_pad(
 class ARDecoder:
     """Token-by-token decoding of a causal (or block-trained, read causally) :class:`Transformer`."""
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer | None = None,
+        *,
+        prompt_cache: int = DEFAULT_CAPACITY,
+    ) -> None:
+        """``prompt_cache``: recent prompts whose keys and values later prompts that start
+        the same way copy instead of reading (:mod:`.prefix_store`; 0: off)."""
         if model.config.attention == "bidirectional":
             raise ValueError("a bidirectional model cannot be decoded autoregressively")
         self.model = model.eval()
         self.tokenizer = tokenizer
+        self.prompts = PrefixStore(model, prompt_cache) if prompt_cache else None
 
     @property
     def device(self) -> torch.device:
@@ -188,11 +198,17 @@ class ARDecoder:
             first.append(forced)
             if priors[r] is not None:
                 priors[r].extend(forced)  # type: ignore[union-attr]
-        prompt, _ = left_pad([p + f for p, f in zip(ids, first, strict=True)], pad_id, dev)
+        full = [p + f for p, f in zip(ids, first, strict=True)]
+        prompt, _ = left_pad(full, pad_id, dev)
         cache = self.new_cache(b, prompt.length + max(budgets) + 1)
+        reused = 0
+        if self.prompts is not None:
+            reused = self.prompts.fill_rows(cache, full, prompt.length, keep=1)
         logits = self.model.project(
-            causal_forward(self.model, cache, prompt, hidden_only=True)[:, -1]
+            causal_forward(self.model, cache, prompt.slice(reused), hidden_only=True)[:, -1]
         )
+        if self.prompts is not None:
+            self.prompts.save_rows(cache, full, prompt.length)
         stats.nfe += 1
         live: list[int] = []
         nexts = torch.zeros(b, dtype=torch.long, device=dev)

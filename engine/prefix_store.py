@@ -66,42 +66,74 @@ class PrefixStore:
     def fill(self, cache: KVCache, prompt: Sequence[int], limit: int) -> int:
         """Copy the longest stored prefix of ``prompt``, at most ``limit`` tokens, into
         row 0 of the empty ``cache``; return how many tokens it holds now (0: none)."""
+        return self.fill_rows(cache, [prompt], len(prompt), len(prompt) - limit)
+
+    def fill_rows(
+        self, cache: KVCache, prompts: Sequence[Sequence[int]], width: int, keep: int
+    ) -> int:
+        """Fill the leading positions of the empty ``cache`` from the store, for left-padded
+        rows (``prompts[r]`` ends at position ``width``), as far as every row's stored
+        prefix reaches and leaving each row's last ``keep`` tokens to be read; return the
+        positions filled, the cache's new length (0: none)."""
         if cache.length != 0:
             raise ValueError("fill needs an empty cache")
         with self._lock:
-            best, n = None, 0
-            for entry in self._entries.values():
-                m = _common_prefix(entry.tokens, prompt, limit)
-                if m > n:
-                    best, n = entry, m
-            if best is None or n < self.min_reuse:
+            found = [self._longest(p, len(p) - keep) for p in prompts]
+            pads = [width - len(p) for p in prompts]
+            reach = min(pad + n for pad, (_, n) in zip(pads, found, strict=True))
+            if all(reach - pad < self.min_reuse for pad in pads):
                 return 0
-            self._entries.move_to_end(best.tokens)
+            for entry, _ in found:
+                if entry is not None:
+                    self._entries.move_to_end(entry.tokens)
+        if reach > cache.max_len:
+            cache.reserve(reach)
+        for r, ((entry, _), pad) in enumerate(zip(found, pads, strict=True)):
+            n = reach - pad
+            if entry is None or n <= 0:
+                continue
+            cache.k[:, r, :, pad:reach] = entry.k[:, :, :n]
+            cache.v[:, r, :, pad:reach] = entry.v[:, :, :n]
+            cache.block_ids[r, pad:reach] = torch.arange(n, device=cache.block_ids.device)
+            cache.valid[r, pad:reach] = True
             self.reused_tokens += n
-        if n > cache.max_len:
-            cache.reserve(n)
-        cache.k[:, 0, :, :n] = best.k[:, :, :n]
-        cache.v[:, 0, :, :n] = best.v[:, :, :n]
-        cache.block_ids[0, :n] = torch.arange(n, device=cache.block_ids.device)
-        cache.valid[0, :n] = True
-        cache.length = n
-        return n
+        cache.length = reach
+        return reach
 
     def save(self, cache: KVCache, prompt: Sequence[int]) -> None:
         """Keep the keys and values of ``prompt`` from row 0 of ``cache``, whose first
         ``len(prompt)`` positions (or as many as it holds) are that prompt's."""
-        n = min(len(prompt), cache.length)
-        if n < self.min_reuse:
-            return
-        tokens = tuple(int(t) for t in prompt[:n])
-        entry = _Entry(tokens, cache.k[:, 0, :, :n].clone(), cache.v[:, 0, :, :n].clone())
-        with self._lock:
-            # A stored prompt this one extends (or repeats) is no longer needed.
-            for key in [k for k in self._entries if _common_prefix(k, tokens, len(k)) == len(k)]:
-                del self._entries[key]
-            self._entries[tokens] = entry
-            while len(self._entries) > self.capacity:
-                self._entries.popitem(last=False)
+        self.save_rows(cache, [prompt], len(prompt))
+
+    def save_rows(self, cache: KVCache, prompts: Sequence[Sequence[int]], width: int) -> None:
+        """Keep each left-padded row's prompt (``prompts[r]`` ends at position ``width``)
+        from ``cache``, as far as the cache holds it."""
+        for r, prompt in enumerate(prompts):
+            pad = width - len(prompt)
+            n = min(len(prompt), cache.length - pad)
+            if n < self.min_reuse:
+                continue
+            tokens = tuple(int(t) for t in prompt[:n])
+            k = cache.k[:, r, :, pad : pad + n].clone()
+            v = cache.v[:, r, :, pad : pad + n].clone()
+            with self._lock:
+                # A stored prompt this one extends (or repeats) is no longer needed.
+                for key in [
+                    e for e in self._entries if _common_prefix(e, tokens, len(e)) == len(e)
+                ]:
+                    del self._entries[key]
+                self._entries[tokens] = _Entry(tokens, k, v)
+                while len(self._entries) > self.capacity:
+                    self._entries.popitem(last=False)
+
+    def _longest(self, prompt: Sequence[int], limit: int) -> tuple[_Entry | None, int]:
+        """The stored entry sharing the longest prefix with ``prompt`` (at most ``limit``)."""
+        best, n = None, 0
+        for entry in self._entries.values():
+            m = _common_prefix(entry.tokens, prompt, limit)
+            if m > n:
+                best, n = entry, m
+        return (best, n) if n >= self.min_reuse else (None, 0)
 
     def clear(self) -> None:
         with self._lock:

@@ -62,6 +62,7 @@ from .generation import (
     end_index,
 )
 from .model import KVCache, Transformer
+from .prefix_store import DEFAULT_CAPACITY, PrefixStore
 from .tokenizer import Tokenizer
 
 
@@ -268,7 +269,16 @@ def _clean_lead(masked: Tensor) -> int:
 class DiffusionEngine:
     """Block-diffusion decoding of a mask-predicting :class:`Transformer`."""
 
-    def __init__(self, model: Transformer, tokenizer: Tokenizer | None = None) -> None:
+    def __init__(
+        self,
+        model: Transformer,
+        tokenizer: Tokenizer | None = None,
+        *,
+        prompt_cache: int = DEFAULT_CAPACITY,
+    ) -> None:
+        """``prompt_cache``: recent prompts whose keys and values later prompts that start
+        the same way copy instead of reading (:mod:`.prefix_store`; 0: off; never for a
+        bidirectional model)."""
         cfg = model.config
         if cfg.attention == "causal":
             raise ValueError("a causal model cannot be decoded by diffusion; use ARDecoder")
@@ -276,6 +286,8 @@ class DiffusionEngine:
             raise ValueError("the model config has no mask_token_id; it cannot do diffusion")
         self.model = model.eval()
         self.tokenizer = tokenizer
+        keep = prompt_cache and cfg.attention != "bidirectional"
+        self.prompts = PrefixStore(model, prompt_cache) if keep else None
 
     @property
     def device(self) -> torch.device:
@@ -319,7 +331,10 @@ class DiffusionEngine:
         )
         out: list[list[int]] = [[] for _ in range(b)]
         live = list(range(b))  # original row index of each batch row still decoding
-        pending = prompt
+        reused = 0
+        if self.prompts is not None:
+            reused = self.prompts.fill_rows(cache, ids, width, keep=max(1, cfg.logits_shift))
+        pending = prompt.slice(reused)
         history = prompt  # every clean token so far (bidirectional models rebuild the cache)
         generated = 0
         k = 0
@@ -352,6 +367,8 @@ class DiffusionEngine:
                 block_index=k,
                 priors=[priors[r] for r in live],
             )
+            if k == 0 and self.prompts is not None:  # every row's prompt is in the cache now
+                self.prompts.save_rows(cache, ids, width)
             pending = res.pending
             history = history.cat(Segment(res.tokens, block.positions, block_ids, block.valid))
             stats.nfe += res.nfe

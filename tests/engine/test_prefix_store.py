@@ -100,3 +100,32 @@ def test_hybrid_steps_that_extend_a_prompt_reuse_it_and_decode_the_same() -> Non
         step = step + got + _prompt(6, 10 + k)  # the action and a tool result
     assert stored.drafter_prompts is not None and stored.verifier_prompts is not None
     assert stored.drafter_prompts.reused_tokens > 0 and stored.verifier_prompts.reused_tokens > 0
+
+
+@pytest.mark.parametrize("decoder", ["diffusion", "ar"])
+def test_batched_decoders_reuse_the_prompts_their_rows_extend(decoder: str) -> None:
+    """Left-padded rows of different lengths: the cache is filled as far as every row's
+    stored prefix reaches, and the output is what the decoder writes without the store."""
+    from agentflow.engine.autoregressive import ARDecoder
+    from agentflow.engine.sampler import DiffusionEngine
+
+    if decoder == "diffusion":
+        model = make_model(make_config("block", logits_shift=1), seed=0)
+        stored, plain = DiffusionEngine(model), DiffusionEngine(model, prompt_cache=0)
+    else:
+        model = make_model(make_config("causal"), seed=1)
+        stored, plain = ARDecoder(model), ARDecoder(model, prompt_cache=0)
+    assert stored.prompts is not None and plain.prompts is None
+    cfg = GenerationConfig(max_new_tokens=8, block_length=4)
+    rows = [_prompt(30, 20), _prompt(22, 21)]
+    for k in range(3):
+        got = stored.generate(rows, cfg).sequences
+        assert got == plain.generate(rows, cfg).sequences, k
+        rows = [r + g + _prompt(5, 30 + k) for r, g in zip(rows, got, strict=True)]
+    assert stored.prompts.reused_tokens >= 2 * (30 + 22)  # both rows, from the second call on
+
+
+def test_a_bidirectional_diffusion_model_reads_every_prompt_whole() -> None:
+    from agentflow.engine.sampler import DiffusionEngine
+
+    assert DiffusionEngine(make_model(make_config("bidirectional"))).prompts is None
