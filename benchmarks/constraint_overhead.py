@@ -271,7 +271,7 @@ def generation(tok: Tokenizer, compiled: Any, prompts: int) -> dict[str, Any]:
         end_token_id=tok.end_id,
         pad_token_id=tok.pad_id,
     )
-    engine = DiffusionEngine(Transformer(cfg), tok)
+    engine = DiffusionEngine(Transformer(cfg), tok, prompt_cache=0)
     config = GenerationConfig(max_new_tokens=96, block_length=16, steps=16, threshold=0.9)
     texts = [f"<|user|>Where is order {58213 + i}?<|assistant|>" for i in range(prompts)]
     return _decode_pair(engine, tok, compiled, [tok.encode(t) for t in texts], config)
@@ -296,7 +296,7 @@ def trained_generation(prompts: int) -> dict[str, Any]:
     start = time.process_time()
     compiled = ConstraintCompiler().compile_schema(action_schema(TOOLS, None), tok)
     index_cpu = time.process_time() - start
-    engine = DiffusionEngine(loaded.model, tok)
+    engine = DiffusionEngine(loaded.model, tok, prompt_cache=0)
     config = GenerationConfig(max_new_tokens=96, block_length=loaded.config.block_length)
     texts = [render_prompt([ChatMessage("user", r)], TOOLS) for r in (REQUESTS * 4)[:prompts]]
     rows = _decode_pair(engine, tok, compiled, [tok.encode(t) for t in texts], config)

@@ -310,7 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     args.schema = args.schema or args.agent
     trained = bool(args.dlm)
     _, ids = prompt_ids(tokenizer, None if trained else args.prompt_tokens)
-    diffusion, autoregressive = DiffusionEngine(dlm), ARDecoder(ar)
+    # prompt_cache=0: every timed run reads its prompt, as the figures always have.
+    diffusion = DiffusionEngine(dlm, prompt_cache=0)
+    autoregressive = ARDecoder(ar, prompt_cache=0)
     base = GenerationConfig(
         block_length=args.block_length, steps=args.steps, threshold=args.threshold
     )

@@ -219,9 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     clock = time.process_time if args.clock == "cpu" else time.perf_counter
     steps = args.draft_steps or None
     decoders: dict[str, Any] = {
-        "ar": ARDecoder(verifier, tok),
-        # prompt_cache=0: each request reads its prompt whole, as the AR decoder does
-        # (reusing the prompts' shared start is measured by benchmarks/prompt_cache.py).
+        # prompt_cache=0 everywhere: each request reads its prompt whole, so the rows
+        # compare decoding (benchmarks/prompt_cache.py measures reusing prompts).
+        "ar": ARDecoder(verifier, tok, prompt_cache=0),
         "hybrid": HybridEngine(
             drafter,
             verifier,
@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
             tok,
             options=HybridOptions(draft_steps=steps, adaptive=False, prompt_cache=0),
         ),
-        "diffusion": DiffusionEngine(drafter, tok),
+        "diffusion": DiffusionEngine(drafter, tok, prompt_cache=0),
     }
     compiled = None if args.no_schema else action_constraint(tok)
 
