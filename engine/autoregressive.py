@@ -103,7 +103,7 @@ class ARDecoder:
             raise ValueError("a bidirectional model cannot be decoded autoregressively")
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.prompts = PrefixStore(model, prompt_cache) if prompt_cache else None
+        self.prompts = PrefixStore.for_model(model, prompt_cache)
 
     @property
     def device(self) -> torch.device:

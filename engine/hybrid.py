@@ -96,11 +96,8 @@ class HybridEngine:
         self.tokenizer = tokenizer
         self.options = options or HybridOptions()
         #: Recent prompts' keys and values per model (None: off, or a bidirectional drafter).
-        keep = self.options.prompt_cache
-        self.drafter_prompts = (
-            PrefixStore(self.drafter, keep) if keep and dcfg.attention != "bidirectional" else None
-        )
-        self.verifier_prompts = PrefixStore(self.verifier, keep) if keep else None
+        self.drafter_prompts = PrefixStore.for_model(self.drafter, self.options.prompt_cache)
+        self.verifier_prompts = PrefixStore.for_model(self.verifier, self.options.prompt_cache)
         #: Draft or verify alone, round by round; what it measured is shared by the requests.
         self.scheduler = Scheduler(
             adaptive=self.options.adaptive,

@@ -60,6 +60,14 @@ class PrefixStore:
         #: Prompt tokens read from the store instead of a forward pass, over all fills.
         self.reused_tokens = 0
 
+    @classmethod
+    def for_model(cls, model: Transformer, capacity: int) -> PrefixStore | None:
+        """A store for ``model``, or None where there is none to keep (``capacity`` 0, or
+        a bidirectional model)."""
+        if capacity == 0 or model.config.attention == "bidirectional":
+            return None
+        return cls(model, capacity)
+
     def __len__(self) -> int:
         return len(self._entries)
 

@@ -286,8 +286,7 @@ class DiffusionEngine:
             raise ValueError("the model config has no mask_token_id; it cannot do diffusion")
         self.model = model.eval()
         self.tokenizer = tokenizer
-        keep = prompt_cache and cfg.attention != "bidirectional"
-        self.prompts = PrefixStore(model, prompt_cache) if keep else None
+        self.prompts = PrefixStore.for_model(model, prompt_cache)
 
     @property
     def device(self) -> torch.device:
