@@ -18,6 +18,8 @@ class RunUsage:
     output_tokens: int = 0
     forward_passes: int = 0
     forced_tokens: int = 0
+    #: Input tokens copied from a prompt cache instead of read (part of ``input_tokens``).
+    cached_input_tokens: int = 0
     #: Seconds spent inside the model's steps.
     model_seconds: float = 0.0
     #: Seconds spent running tools (wall time of each step's tool phase).
@@ -37,6 +39,7 @@ class RunUsage:
         self.output_tokens += usage.output_tokens
         self.forward_passes += usage.forward_passes
         self.forced_tokens += usage.forced_tokens
+        self.cached_input_tokens += usage.cached_input_tokens
         self.model_seconds += usage.seconds
         if usage.mode:
             self.modes[usage.mode] += 1
@@ -48,6 +51,7 @@ class RunUsage:
         self.output_tokens += other.output_tokens
         self.forward_passes += other.forward_passes
         self.forced_tokens += other.forced_tokens
+        self.cached_input_tokens += other.cached_input_tokens
         self.model_seconds += other.model_seconds
         self.tool_seconds += other.tool_seconds
         self.tool_calls += other.tool_calls
@@ -62,6 +66,7 @@ class RunUsage:
             "total_tokens": self.total_tokens,
             "forward_passes": self.forward_passes,
             "forced_tokens": self.forced_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "model_seconds": self.model_seconds,
             "tool_seconds": self.tool_seconds,
             "tool_calls": self.tool_calls,
@@ -77,6 +82,7 @@ class RunUsage:
             output_tokens=int(data.get("output_tokens", 0)),
             forward_passes=int(data.get("forward_passes", 0)),
             forced_tokens=int(data.get("forced_tokens", 0)),
+            cached_input_tokens=int(data.get("cached_input_tokens", 0)),
             model_seconds=float(data.get("model_seconds", 0.0)),
             tool_seconds=float(data.get("tool_seconds", 0.0)),
             tool_calls=int(data.get("tool_calls", 0)),

@@ -128,6 +128,8 @@ class Drafter:
         self._prompt = list(prompt)
         self._store = None if self.bidirectional else store
         self._stored = False
+        #: Prompt tokens the first draft copied from the store.
+        self.cached_tokens = 0
 
     @property
     def device(self) -> torch.device:
@@ -177,6 +179,7 @@ class Drafter:
                 shift = self.model.config.logits_shift
                 reused = self._store.fill(self.cache, self._prompt, len(self._prompt) - shift)
                 self.pending = self.pending.slice(reused)
+                self.cached_tokens = reused
         if self.history is not None:
             self.cache.truncate(0)
             self.pending = self.history

@@ -111,6 +111,8 @@ class RowStats:
     forced_tokens: int = 0
     #: True when the row stopped at the end token (or its constraint finished).
     finished: bool = False
+    #: Prompt tokens copied from the prompt cache instead of read (:mod:`.prefix_store`).
+    cached_tokens: int = 0
 
 
 @dataclass

@@ -274,6 +274,7 @@ class HybridEngine:
         while len(out) < budget:
             length = min(config.block_length, budget - len(out))
             d = drafter.denoise(length, c, config, seed=seed, block_index=k, prior=prior)
+            row.cached_tokens = drafter.cached_tokens
             if prior is not None:  # the prior's own passes, one row each
                 d.nfe += prior.passes - passes
                 passes = prior.passes
@@ -399,6 +400,7 @@ class HybridEngine:
         schedule.draft_length = lengths.length
         schedule.end_request(chosen)
         row.tokens = len(out)
+        row.cached_tokens = verifier.cached_tokens  # the model whose output this is
         return out
 
     def _draft(

@@ -333,6 +333,8 @@ class DiffusionEngine:
         reused = 0
         if self.prompts is not None:
             reused = self.prompts.fill_rows(cache, ids, width, keep=max(1, cfg.logits_shift))
+            for r, p in enumerate(ids):
+                stats.rows[r].cached_tokens = max(0, reused - (width - len(p)))
         pending = prompt.slice(reused)
         history = prompt  # every clean token so far (bidirectional models rebuild the cache)
         generated = 0

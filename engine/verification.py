@@ -68,6 +68,8 @@ class Verifier:
         reused = store.fill(self.cache, prompt, len(prompt) - 1) if store is not None else 0
         self.unseen: list[int] = list(prompt[reused:])
         self.position = reused  # position of unseen[0]
+        #: Prompt tokens copied from the store.
+        self.cached_tokens = reused
         self._prompt = list(prompt)
         self._store = store
         self._scored = False

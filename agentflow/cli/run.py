@@ -118,7 +118,9 @@ def print_run(result: Any) -> None:
     print(f"final: {output}")
     u = result.usage
     print(
-        f"usage: {u.steps} steps, {u.tool_calls} tool calls, tokens in/out {u.input_tokens}/{u.output_tokens}, "
+        f"usage: {u.steps} steps, {u.tool_calls} tool calls, tokens in/out {u.input_tokens}/{u.output_tokens}"
+        + (f" ({u.cached_input_tokens} in from the prompt cache)" if u.cached_input_tokens else "")
+        + ", "
         f"{u.forward_passes} forward passes, {u.forced_tokens} forced tokens, "
         f"model {u.model_seconds:.2f}s, tools {u.tool_seconds:.2f}s"
     )

@@ -118,6 +118,8 @@ class StepUsage:
     output_tokens: int = 0
     forward_passes: int = 0
     forced_tokens: int = 0
+    #: Input tokens the model copied from its prompt cache instead of reading them.
+    cached_input_tokens: int = 0
     seconds: float = 0.0
     mode: str = ""
     #: Why the step was served in this mode (``auto`` fallbacks say what triggered them).
@@ -133,6 +135,7 @@ class StepUsage:
             "output_tokens": self.output_tokens,
             "forward_passes": self.forward_passes,
             "forced_tokens": self.forced_tokens,
+            "cached_input_tokens": self.cached_input_tokens,
             "seconds": self.seconds,
             "mode": self.mode,
             "reason": self.reason,

@@ -303,6 +303,7 @@ class EmbeddedModel:
                 output_tokens=row.tokens,
                 forward_passes=row.nfe,
                 forced_tokens=row.forced_tokens,
+                cached_input_tokens=row.cached_tokens,
                 mode=served[i].mode if served else result.stats.mode,
                 reason=_served_reason(served[i]) if served else job.reason,
                 model=self.name,

@@ -53,6 +53,7 @@ def _usage(usage: StepUsage) -> dict[str, Any]:
         "prompt_tokens": usage.input_tokens,
         "completion_tokens": usage.output_tokens,
         "total_tokens": usage.input_tokens + usage.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": usage.cached_input_tokens},
     }
 
 

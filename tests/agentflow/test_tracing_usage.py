@@ -83,3 +83,17 @@ def test_opentelemetry_spans_for_run_steps_and_tools() -> None:
     assert all(s.context.trace_id == run.context.trace_id for s in spans)
     failed = [s for s in spans if s.name == "agentflow.tool" and not s.status.is_ok]
     assert [s.attributes["agentflow.tool"] for s in failed] == ["fail"]
+
+
+def test_cached_input_tokens_add_up_and_survive_a_round_trip() -> None:
+    from agentflow.models.base import StepUsage
+    from agentflow.usage import RunUsage
+
+    usage = RunUsage()
+    usage.add_step(StepUsage(input_tokens=500, cached_input_tokens=0, mode="diffusion"))
+    usage.add_step(StepUsage(input_tokens=600, cached_input_tokens=480, mode="diffusion"))
+    other = RunUsage()
+    other.add_step(StepUsage(input_tokens=50, cached_input_tokens=20))
+    usage.add_run(other)
+    assert usage.cached_input_tokens == 500 and usage.input_tokens == 1150
+    assert RunUsage.from_dict(json.loads(json.dumps(usage.to_dict()))) == usage

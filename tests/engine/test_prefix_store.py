@@ -100,6 +100,8 @@ def test_hybrid_steps_that_extend_a_prompt_reuse_it_and_decode_the_same() -> Non
         step = step + got + _prompt(6, 10 + k)  # the action and a tool result
     assert stored.drafter_prompts is not None and stored.verifier_prompts is not None
     assert stored.drafter_prompts.reused_tokens > 0 and stored.verifier_prompts.reused_tokens > 0
+    last = stored.generate(step, cfg, mode="hybrid").stats.rows[0]
+    assert 0 < last.cached_tokens < len(step)  # the verifier's copied prompt
 
 
 @pytest.mark.parametrize("decoder", ["diffusion", "ar"])
@@ -119,9 +121,13 @@ def test_batched_decoders_reuse_the_prompts_their_rows_extend(decoder: str) -> N
     cfg = GenerationConfig(max_new_tokens=8, block_length=4)
     rows = [_prompt(30, 20), _prompt(22, 21)]
     for k in range(3):
-        got = stored.generate(rows, cfg).sequences
-        assert got == plain.generate(rows, cfg).sequences, k
-        rows = [r + g + _prompt(5, 30 + k) for r, g in zip(rows, got, strict=True)]
+        res = stored.generate(rows, cfg)
+        alone = plain.generate(rows, cfg)
+        assert res.sequences == alone.sequences, k
+        cached = [row.cached_tokens for row in res.stats.rows]
+        assert all(0 < c < len(p) for c, p in zip(cached, rows, strict=True)) == (k > 0), cached
+        assert all(row.cached_tokens == 0 for row in alone.stats.rows)
+        rows = [r + g + _prompt(5, 30 + k) for r, g in zip(rows, res.sequences, strict=True)]
     assert stored.prompts.reused_tokens >= 2 * (30 + 22)  # both rows, from the second call on
 
 

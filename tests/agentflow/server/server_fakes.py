@@ -32,7 +32,12 @@ class ScriptedModel:
     async def step(self, request: StepRequest) -> StepResponse:
         action = self._next(request)
         usage = StepUsage(
-            input_tokens=12, output_tokens=5, forward_passes=3, mode="diffusion", model=self._name
+            input_tokens=12,
+            output_tokens=5,
+            forward_passes=3,
+            cached_input_tokens=8,
+            mode="diffusion",
+            model=self._name,
         )
         return StepResponse(action=action, text=action.to_json(), usage=usage)
 

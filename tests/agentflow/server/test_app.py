@@ -72,6 +72,7 @@ def test_tool_call_completion(client: openai.AsyncOpenAI, model: ScriptedModel) 
     }
     assert call.id
     assert completion.usage.prompt_tokens == 12 and completion.usage.total_tokens == 17
+    assert completion.usage.prompt_tokens_details.cached_tokens == 8  # OpenAI's field
     req = model.requests[0]
     assert req.instructions == "You help customers."
     assert [(m.role, m.content) for m in req.messages] == [("user", "Where is order 58213?")]
