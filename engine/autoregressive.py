@@ -204,8 +204,9 @@ class ARDecoder:
         reused = 0
         if self.prompts is not None:
             reused = self.prompts.fill_rows(cache, full, prompt.length, keep=1)
-            for r, p in enumerate(full):
-                stats.rows[r].cached_tokens = max(0, reused - (prompt.length - len(p)))
+            for r, p in enumerate(full):  # prompt tokens only (not the forced ones after it)
+                copied = max(0, reused - (prompt.length - len(p)))
+                stats.rows[r].cached_tokens = min(copied, len(ids[r]))
         logits = self.model.project(
             causal_forward(self.model, cache, prompt.slice(reused), hidden_only=True)[:, -1]
         )

@@ -400,7 +400,8 @@ class HybridEngine:
         schedule.draft_length = lengths.length
         schedule.end_request(chosen)
         row.tokens = len(out)
-        row.cached_tokens = verifier.cached_tokens  # the model whose output this is
+        # The model whose output this is; prompt tokens only (it also read forced ones).
+        row.cached_tokens = min(verifier.cached_tokens, row.prompt_tokens)
         return out
 
     def _draft(

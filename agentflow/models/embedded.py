@@ -112,7 +112,10 @@ class EmbeddedModel:
     free text such as copied arguments only where each token is sure
     (``text_threshold``) and may copy a span of the request whole where a string
     value opens (copy choices); every mode's constraint keeps the output on the
-    tokenizer's own segmentation (canonical pairs).
+    tokenizer's own segmentation (canonical pairs). ``prompt_cache``: how many recent
+    prompts each engine keeps so that a prompt starting the same way reads only its
+    new part (docs/engine.md, "Across calls"); None keeps the engines' default (8,
+    or ``hybrid_options.prompt_cache``), 0 turns it off in every mode.
     """
 
     def __init__(
@@ -126,14 +129,18 @@ class EmbeddedModel:
         batch_window_s: float = 0.002,
         max_batch: int = 16,
         hybrid_options: Any = None,
+        prompt_cache: int | None = None,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        if prompt_cache is not None and prompt_cache < 0:
+            raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
         self.device = device
         self.hybrid_options = hybrid_options
+        self.prompt_cache = prompt_cache
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -185,7 +192,7 @@ class EmbeddedModel:
         if mode == "diffusion" and not causal:
             from agentflow.engine.sampler import DiffusionEngine
 
-            engine: Any = DiffusionEngine(loaded.model, loaded.tokenizer)
+            engine: Any = DiffusionEngine(loaded.model, loaded.tokenizer, **self._cache_kwargs())
         elif mode == "ar" or (mode == "diffusion" and causal):
             from agentflow.engine.autoregressive import ARDecoder
 
@@ -196,24 +203,30 @@ class EmbeddedModel:
                 raise ValueError(
                     f"mode 'ar' needs an autoregressive checkpoint; pass verifier=... ({source.path} is bidirectional)"
                 )
-            engine = ARDecoder(source.model, source.tokenizer)
+            engine = ARDecoder(source.model, source.tokenizer, **self._cache_kwargs())
         else:  # hybrid / auto
             self._load_default_verifier()
             if self._verifier is None:
                 raise ValueError(
                     f"mode {mode!r} needs an autoregressive verifier: EmbeddedModel(verifier=...) or HybridModel()"
                 )
-            from agentflow.engine.hybrid import HybridEngine
+            from agentflow.engine.hybrid import HybridEngine, HybridOptions
 
+            options = self.hybrid_options
+            if self.prompt_cache is not None:
+                options = replace(options or HybridOptions(), prompt_cache=self.prompt_cache)
             engine = HybridEngine(
                 loaded.model,
                 self._verifier.model,
                 loaded.tokenizer,
                 verifier_tokenizer=self._verifier.tokenizer,
-                options=self.hybrid_options,
+                options=options,
             )
         self._engines[mode] = engine
         return engine
+
+    def _cache_kwargs(self) -> dict[str, int]:
+        return {} if self.prompt_cache is None else {"prompt_cache": self.prompt_cache}
 
     def constraint(self, schema: dict[str, Any]) -> Constraint:
         """The compiled constraint of ``schema`` (compiled once per model instance)."""

@@ -189,6 +189,32 @@ async def test_hybrid_and_ar_modes_are_valid_and_reported(dlm_path: Path, ar_pat
     assert response.usage.mode == "ar"
 
 
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_a_repeated_prompt_is_copied_from_the_prompt_cache_in_every_mode(
+    dlm_path: Path, ar_path: Path
+) -> None:
+    """The second step over the same conversation copies its prompt instead of reading
+    it (all of it where tokens the schema forces follow it, else all but its last);
+    ``prompt_cache=0`` turns that off in every mode."""
+    for mode in ("diffusion", "ar", "hybrid"):
+        for keep in (None, 0):
+            model = EmbeddedModel(
+                dlm_path, verifier=ar_path, mode=mode, generation=GEN, prompt_cache=keep
+            )
+            req = request(support_agent(model))
+            first, second = await model.step(req), await model.step(req)
+            assert first.usage.cached_input_tokens == 0
+            cached = second.usage.cached_input_tokens
+            if keep is None:
+                assert 0 < cached <= second.usage.input_tokens, mode
+            else:
+                assert cached == 0, mode
+            assert second.text == first.text  # greedy, same prompt: same action
+    with pytest.raises(ValueError, match="prompt_cache"):
+        EmbeddedModel(dlm_path, prompt_cache=-1)
+
+
 def test_bad_modes_are_rejected(dlm_path: Path) -> None:
     with pytest.raises(ValueError, match="mode must be one of"):
         EmbeddedModel(dlm_path, mode="fast")  # type: ignore[arg-type]
