@@ -91,9 +91,10 @@ class PrefixStore:
             reach = min(pad + n for pad, (_, n) in zip(pads, found, strict=True))
             if all(reach - pad < self.min_reuse for pad in pads):
                 return 0
-            for entry, _ in found:
-                if entry is not None:
+            for (entry, _), pad in zip(found, pads, strict=True):
+                if entry is not None and reach > pad:
                     self._entries.move_to_end(entry.tokens)
+                    self.reused_tokens += reach - pad
         if reach > cache.max_len:
             cache.reserve(reach)
         for r, ((entry, _), pad) in enumerate(zip(found, pads, strict=True)):
@@ -104,7 +105,6 @@ class PrefixStore:
             cache.v[:, r, :, pad:reach] = entry.v[:, :, :n]
             cache.block_ids[r, pad:reach] = torch.arange(n, device=cache.block_ids.device)
             cache.valid[r, pad:reach] = True
-            self.reused_tokens += n
         cache.length = reach
         return reach
 
