@@ -14,7 +14,9 @@ prompts. The reused keys and values equal recomputed ones up to float rounding
 same kind of difference a verify pass's shape already makes.
 
 Bidirectional checkpoints (LLaDA, Dream) read their prompt both ways: a longer
-prompt changes every earlier key, and the store refuses them.
+prompt changes every earlier key, and the store refuses them. The stored values
+belong to the weights that computed them: after changing a model's weights in
+place, :meth:`PrefixStore.clear` its engines' stores (or build new engines).
 """
 
 from __future__ import annotations
@@ -144,6 +146,7 @@ class PrefixStore:
         return (best, n) if n >= self.min_reuse else (None, 0)
 
     def clear(self) -> None:
+        """Forget every stored prompt."""
         with self._lock:
             self._entries.clear()
 
