@@ -28,6 +28,7 @@ stay in the cache for its later steps, so those passes are shorter.
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9 --schema
     python benchmarks/decode_speed.py --dlm agentflow-tiny-dlm --ar agentflow-tiny-ar --threshold 0.9 --agent
+    python benchmarks/decode_speed.py ... --agent --prompt-cache   # later agent steps: the prompt copied
 
 Random weights read nothing, so their prompt is cut or padded to
 ``--prompt-tokens``; trained checkpoints always get the whole rendered prompt
@@ -278,6 +279,12 @@ def main(argv: list[str] | None = None) -> int:
         "segmentation, tool names scored whole, copy choices, text_threshold",
     )
     parser.add_argument(
+        "--prompt-cache",
+        action="store_true",
+        help="both decoders keep their prompt cache (engine default): the repeated prompt "
+        "is copied, not read, as in an agent's later steps (default: every run reads it)",
+    )
+    parser.add_argument(
         "--prompt-tokens",
         type=int,
         default=PROMPT_TOKENS,
@@ -310,9 +317,10 @@ def main(argv: list[str] | None = None) -> int:
     args.schema = args.schema or args.agent
     trained = bool(args.dlm)
     _, ids = prompt_ids(tokenizer, None if trained else args.prompt_tokens)
-    # prompt_cache=0: every timed run reads its prompt, as the figures always have.
-    diffusion = DiffusionEngine(dlm, prompt_cache=0)
-    autoregressive = ARDecoder(ar, prompt_cache=0)
+    # Without --prompt-cache every timed run reads its prompt, as the figures always have.
+    keep = 8 if args.prompt_cache else 0
+    diffusion = DiffusionEngine(dlm, prompt_cache=keep)
+    autoregressive = ARDecoder(ar, prompt_cache=keep)
     base = GenerationConfig(
         block_length=args.block_length, steps=args.steps, threshold=args.threshold
     )
@@ -383,6 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     header = f"{'mode':<14}{'batch':>6}{'new':>6}{'tokens':>8}{'nfe':>6}{'fwd/tok':>9}{'tok/fwd':>9}{'seconds':>9}{'tok/s':>9}{'vs AR':>7}"
     print(f"prompt {len(ids)} tokens; block {args.block_length}, steps {args.steps}, threshold {args.threshold}; "
           f"action constraint {'as an agent step' if args.agent else 'on' if args.schema else 'off'}; "
+          f"prompt cache {'on' if args.prompt_cache else 'off'}; "
           f"{'random weights' if not args.dlm else args.dlm}; torch threads {torch.get_num_threads()}; "
           f"load average {os.getloadavg()[0]:.1f}")  # fmt: skip
     print(
@@ -410,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
         "threshold": args.threshold,
         "schema": args.schema,
         "agent_step": args.agent,
+        "prompt_cache": args.prompt_cache,
         "outputs": written,
         "torch_threads": torch.get_num_threads(),
         # Figures on a shared machine depend on its load; record it with them.
