@@ -142,54 +142,71 @@ def copy_candidates(
     each with the tokens that may close it (:attr:`.Candidate.closers`).
 
     A span is dropped when it needs escaping, when its tokens would not end where
-    it does, or when the string is an object key (``"`` forces ``:``).
+    it does, or when the string is an object key (``"`` forces ``:``). What each
+    (state, span) gives is kept in :attr:`.ForcedText.copies` for later sessions.
     """
-    nxt = forced.byte_next
-    if nxt is None:
+    if forced.byte_next is None:
         return ()
-    quote_tokens = forced.quote_tokens
-    # Most spans end in the same state (inside a free string), so the closers of a state
-    # are worked out once per call, not once per span.
-    closers_at: dict[int, tuple[tuple[int, int], ...]] = {}
     out: list[Candidate] = []
     for span in spans:
-        content = span.encode()
-        if _QUOTE in content or _BACKSLASH in content or any(b < 0x20 for b in content):
-            continue
-        cur = state
-        for byte in content:
-            cur = int(nxt[cur, byte])
-            if cur < 0 or not live[cur]:
-                break
-        if cur < 0 or not live[cur]:
-            continue
-        quoted = int(nxt[cur, _QUOTE])
-        if quoted < 0 or not live[quoted]:
-            continue
-        after = b'"' + forced.forced_bytes(quoted, live)
-        if after[1:2] == b":":
+        key = (state, span)
+        found = forced.copies.get(key, _UNSEEN)
+        if found is _UNSEEN:
+            found = _span_candidate(forced, step, state, live, span)
+            forced.remember_copy(key, found)
+        if found is _OBJECT_KEY:
             return ()  # an object key: structure, never copied
-        tokenized = tokenize_in_context(forced, content, after)
-        if tokenized is None:
-            continue
-        ids, cut = tokenized
-        content_ids = tuple(ids[:cut])
-        states = walk(step, state, content_ids)
-        if states is None:
-            continue
-        cur = states[-1]
-        # Any token that starts with the closing quote may end the value (``"``,
-        # ``",``, ``"}}]}``...): the model's likeliest is committed with the span,
-        # which keeps the junction on the tokenizer's own segmentation.
-        closers = closers_at.get(cur)
-        if closers is None:
-            closers = tuple((t, q) for t in quote_tokens if (q := step(cur, t)) >= 0 and live[q])
-            closers_at[cur] = closers
-        if not closers:
-            continue
-        scored = (*content_ids, closers[0][0])
-        out.append(Candidate(span, content_ids, scored, tuple(states), closers))
+        if found is not None:
+            out.append(found)
     return tuple(out)
+
+
+#: :func:`_span_candidate` results that are not a candidate.
+_UNSEEN = object()
+_OBJECT_KEY = object()
+
+
+def _span_candidate(
+    forced: ForcedText, step: Callable[[int, int], int], state: int, live: np.ndarray, span: str
+) -> Candidate | object | None:
+    """``span`` as a copy candidate at ``state``; None when the automaton or the
+    tokenization refuses it, :data:`_OBJECT_KEY` when the string there is a key."""
+    nxt = forced.byte_next
+    assert nxt is not None
+    content = span.encode()
+    if _QUOTE in content or _BACKSLASH in content or any(b < 0x20 for b in content):
+        return None
+    cur = state
+    for byte in content:
+        cur = int(nxt[cur, byte])
+        if cur < 0 or not live[cur]:
+            return None
+    quoted = int(nxt[cur, _QUOTE])
+    if quoted < 0 or not live[quoted]:
+        return None
+    after = b'"' + forced.forced_bytes(quoted, live)
+    if after[1:2] == b":":
+        return _OBJECT_KEY
+    tokenized = tokenize_in_context(forced, content, after)
+    if tokenized is None:
+        return None
+    ids, cut = tokenized
+    content_ids = tuple(ids[:cut])
+    states = walk(step, state, content_ids)
+    if states is None:
+        return None
+    # Any token that starts with the closing quote may end the value (``"``, ``",``,
+    # ``"}}]}``...): the model's likeliest is committed with the span, which keeps
+    # the junction on the tokenizer's own segmentation.
+    end = states[-1]
+    closers = forced.closers.get(end)
+    if closers is None:  # most spans end in the same state (inside a free string)
+        closers = tuple((t, q) for t in forced.quote_tokens if (q := step(end, t)) >= 0 and live[q])
+        forced.closers[end] = closers
+    if not closers:
+        return None
+    scored = (*content_ids, closers[0][0])
+    return Candidate(span, content_ids, scored, tuple(states), closers)
 
 
 def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -32,6 +32,15 @@ MAX_FORCED_BYTES = 512
 #: Entries of :attr:`ForcedText.tokenized` (copy candidates tokenize the same spans at
 #: every choice, step after step).
 TOKENIZED_MEMO_SIZE = 4096
+#: Entries of :attr:`ForcedText.copies` (one per automaton state and span).
+COPIES_MEMO_SIZE = 16384
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any, size: int) -> None:
+    """``memo[key] = value``, dropping the oldest entry once ``memo`` holds ``size``."""
+    if len(memo) >= size:
+        del memo[next(iter(memo))]
+    memo[key] = value
 
 
 def _utf8_complete_prefix(data: bytes) -> bytes:
@@ -64,6 +73,19 @@ class ForcedText:
     next_states: np.ndarray
     #: :meth:`tokenize` results so far, keyed by the bytes (the oldest dropped first).
     tokenized: dict[bytes, tuple[int, ...]] = field(default_factory=dict, repr=False, compare=False)
+    #: Copy candidates so far (:func:`.copy_choices.copy_candidates`), keyed by (state,
+    #: span): an agent's next step, or the next request, offers much the same spans at
+    #: the same value openings (the oldest dropped first).
+    copies: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False, compare=False)
+
+    #: Per state inside a string: the (token, state after) pairs that may close it there.
+    closers: dict[int, tuple[tuple[int, int], ...]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    def remember_copy(self, key: tuple[int, str], found: Any) -> None:
+        """Keep a copy candidate (or why there is none) in :attr:`copies`."""
+        _remember(self.copies, key, found, COPIES_MEMO_SIZE)
 
     @cached_property
     def quote_tokens(self) -> tuple[int, ...]:
@@ -123,9 +145,7 @@ class ForcedText:
         found = self.tokenized.get(data)
         if found is None:
             found = tuple(self._tokenize(data))
-            if len(self.tokenized) >= TOKENIZED_MEMO_SIZE:
-                del self.tokenized[next(iter(self.tokenized))]
-            self.tokenized[data] = found
+            _remember(self.tokenized, data, found, TOKENIZED_MEMO_SIZE)
         return list(found)
 
     def _tokenize(self, data: bytes) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 
@@ -107,12 +108,21 @@ def test_a_second_session_of_the_constraint_gets_the_same_candidates_from_its_me
         assert found is not None
         return [(c.text, c.tokens) for c in found[1].candidates]
 
+    constraint.forced.copies.clear()
     first = offered()
     memo = constraint.forced.tokenized
     assert memo
     key = next(iter(memo))
     constraint.forced.tokenize(key).append(0)  # a caller's list is its own
+    kept = dict(constraint.forced.copies)
+    assert len(kept) >= len(request_spans([REQUEST]))  # every span at the value opening
     assert offered() == first
+    assert constraint.forced.copies == kept  # the second session only read the memo
+    # A span the memo knows is not worked out again: a planted entry is what is offered.
+    entry, cand = next((k, v) for k, v in kept.items() if v is not None and v.text == first[0][0])
+    constraint.forced.copies[entry] = dataclasses.replace(cand, text="planted")
+    assert "planted" in [text for text, _ in offered()]
+    constraint.forced.copies.clear()
 
 
 def test_a_value_opening_at_the_blocks_first_position_is_offered_too(
