@@ -104,15 +104,16 @@ def test_hybrid_steps_that_extend_a_prompt_reuse_it_and_decode_the_same() -> Non
     assert 0 < last.cached_tokens < len(step)  # the verifier's copied prompt
 
 
-@pytest.mark.parametrize("decoder", ["diffusion", "ar"])
+@pytest.mark.parametrize("decoder", ["diffusion", "diffusion-unshifted", "ar"])
 def test_batched_decoders_reuse_the_prompts_their_rows_extend(decoder: str) -> None:
     """Left-padded rows of different lengths: the cache is filled as far as every row's
     stored prefix reaches, and the output is what the decoder writes without the store."""
     from agentflow.engine.autoregressive import ARDecoder
     from agentflow.engine.sampler import DiffusionEngine
 
-    if decoder == "diffusion":
-        model = make_model(make_config("block", logits_shift=1), seed=0)
+    if decoder.startswith("diffusion"):
+        shift = 0 if decoder.endswith("unshifted") else 1
+        model = make_model(make_config("block", logits_shift=shift), seed=0)
         stored, plain = DiffusionEngine(model), DiffusionEngine(model, prompt_cache=0)
     else:
         model = make_model(make_config("causal"), seed=1)
