@@ -104,7 +104,7 @@ def test_hybrid_steps_that_extend_a_prompt_reuse_it_and_decode_the_same() -> Non
     assert 0 < last.cached_tokens < len(step)  # the verifier's copied prompt
 
 
-@pytest.mark.parametrize("decoder", ["diffusion", "diffusion-unshifted", "ar"])
+@pytest.mark.parametrize("decoder", ["diffusion", "diffusion-unshifted", "diffusion-pc", "ar"])
 def test_batched_decoders_reuse_the_prompts_their_rows_extend(decoder: str) -> None:
     """Left-padded rows of different lengths: the cache is filled as far as every row's
     stored prefix reaches, and the output is what the decoder writes without the store."""
@@ -119,7 +119,10 @@ def test_batched_decoders_reuse_the_prompts_their_rows_extend(decoder: str) -> N
         model = make_model(make_config("causal"), seed=1)
         stored, plain = ARDecoder(model), ARDecoder(model, prompt_cache=0)
     assert stored.prompts is not None and plain.prompts is None
-    cfg = GenerationConfig(max_new_tokens=8, block_length=4)
+    # diffusion-pc: a block's clean lead is cached during the block, then rolled back.
+    cfg = GenerationConfig(
+        max_new_tokens=8, block_length=4, cache_block_prefix=decoder.endswith("-pc")
+    )
     rows = [_prompt(30, 20), _prompt(22, 21)]
     for k in range(3):
         res = stored.generate(rows, cfg)
