@@ -201,14 +201,12 @@ class ARDecoder:
         full = [p + f for p, f in zip(ids, first, strict=True)]
         prompt, _ = left_pad(full, pad_id, dev)
         cache = self.new_cache(b, prompt.length + max(budgets) + 1)
-        reused = 0
         if self.prompts is not None:
-            reused = self.prompts.fill_rows(cache, full, prompt.length, keep=1)
-            for r, p in enumerate(full):  # prompt tokens only (not the forced ones after it)
-                copied = max(0, reused - (prompt.length - len(p)))
-                stats.rows[r].cached_tokens = min(copied, len(ids[r]))
+            copied = self.prompts.fill_rows(cache, full, prompt.length, keep=1)
+            for r, n in enumerate(copied):  # prompt tokens only (not the forced ones after it)
+                stats.rows[r].cached_tokens = min(n, len(ids[r]))
         logits = self.model.project(
-            causal_forward(self.model, cache, prompt.slice(reused), hidden_only=True)[:, -1]
+            causal_forward(self.model, cache, prompt.slice(cache.length), hidden_only=True)[:, -1]
         )
         if self.prompts is not None:
             self.prompts.save_rows(cache, full, prompt.length)

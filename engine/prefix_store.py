@@ -76,15 +76,15 @@ class PrefixStore:
     def fill(self, cache: KVCache, prompt: Sequence[int], limit: int) -> int:
         """Copy the longest stored prefix of ``prompt``, at most ``limit`` tokens, into
         row 0 of the empty ``cache``; return how many tokens it holds now (0: none)."""
-        return self.fill_rows(cache, [prompt], len(prompt), len(prompt) - limit)
+        return self.fill_rows(cache, [prompt], len(prompt), len(prompt) - limit)[0]
 
     def fill_rows(
         self, cache: KVCache, prompts: Sequence[Sequence[int]], width: int, keep: int
-    ) -> int:
+    ) -> list[int]:
         """Fill the leading positions of the empty ``cache`` from the store, for left-padded
         rows (``prompts[r]`` ends at position ``width``), as far as every row's stored
         prefix reaches and leaving each row's last ``keep`` tokens to be read; return the
-        positions filled, the cache's new length (0: none)."""
+        tokens copied per row (the positions filled are the cache's new length)."""
         if cache.length != 0:
             raise ValueError("fill needs an empty cache")
         with self._lock:
@@ -92,7 +92,7 @@ class PrefixStore:
             pads = [width - len(p) for p in prompts]
             reach = min(pad + n for pad, (_, n) in zip(pads, found, strict=True))
             if all(reach - pad < self.min_reuse for pad in pads):
-                return 0
+                return [0] * len(prompts)
             for (entry, _), pad in zip(found, pads, strict=True):
                 if entry is not None and reach > pad:
                     self._entries.move_to_end(entry.tokens)
@@ -108,7 +108,7 @@ class PrefixStore:
             cache.block_ids[r, pad:reach] = torch.arange(n, device=cache.block_ids.device)
             cache.valid[r, pad:reach] = True
         cache.length = reach
-        return reach
+        return [max(0, reach - pad) for pad in pads]
 
     def save(self, cache: KVCache, prompt: Sequence[int]) -> None:
         """Keep the keys and values of ``prompt`` from row 0 of ``cache``, whose first

@@ -330,12 +330,11 @@ class DiffusionEngine:
         )
         out: list[list[int]] = [[] for _ in range(b)]
         live = list(range(b))  # original row index of each batch row still decoding
-        reused = 0
         if self.prompts is not None:
-            reused = self.prompts.fill_rows(cache, ids, width, keep=max(1, cfg.logits_shift))
-            for r, p in enumerate(ids):
-                stats.rows[r].cached_tokens = max(0, reused - (width - len(p)))
-        pending = prompt.slice(reused)
+            copied = self.prompts.fill_rows(cache, ids, width, keep=max(1, cfg.logits_shift))
+            for rs, n in zip(stats.rows, copied, strict=True):
+                rs.cached_tokens = n
+        pending = prompt.slice(cache.length)
         history = prompt  # every clean token so far (bidirectional models rebuild the cache)
         generated = 0
         k = 0
