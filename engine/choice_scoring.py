@@ -238,6 +238,8 @@ def choose(
         if qi in lifted:
             base = raw[lifted[qi]]
             total = [v - prior_weight * p for v, p in zip(total, base, strict=True)]
+        if q.choice.bonus and not q.choice.copy:
+            total = [v + b for v, b in zip(total, q.choice.bonus, strict=True)]
         scores = torch.tensor(total)
         best = int(scores.argmax())
         chosen = cands[best]

@@ -9,7 +9,7 @@ candidate the decoder chose. Kept apart from the step protocol of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -51,6 +51,8 @@ class SessionChoices:
     _declined: set[tuple[int, int, tuple[int, ...]]]
     #: A choice's tokens past its block: (prefix state, tokens used, tokens) they follow.
     _owed: tuple[int, int, tuple[int, ...]] | None = None
+    #: Log-space bonuses of closed-choice values (:meth:`prefer`).
+    _preferred: Mapping[str, float] = {}
 
     if TYPE_CHECKING:
 
@@ -83,6 +85,31 @@ class SessionChoices:
         self._word_copies = {}
 
     @property
+    def preferred(self) -> Mapping[str, float]:
+        """The closed-choice bonuses set by :meth:`prefer` (empty: none)."""
+        return self._preferred
+
+    def prefer(self, bonuses: Mapping[str, float]) -> None:
+        """Add ``bonuses[value]`` (log-space) to the score of each candidate of a closed
+        choice whose every candidate string is a key of ``bonuses`` (the tool names,
+        for a tool-name choice; never an object key or a copy) when the decoder scores
+        the choice whole (``score_choices``). An empty mapping turns it off.
+        ``agentflow`` passes tool relevance here (:mod:`agentflow.engine.tool_relevance`)."""
+        bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
+        if bad:
+            raise ValueError(f"prefer takes finite bonuses keyed by string values, got {bad[:3]!r}")
+        self._preferred = dict(bonuses)
+
+    def _preferring(self, choice: ClosedChoice | None) -> ClosedChoice | None:
+        """``choice`` with its candidates' bonuses (:meth:`prefer`)."""
+        if choice is None or not self._preferred:
+            return choice
+        if not all(c.text in self._preferred for c in choice.candidates):
+            return choice  # another choice (an enum), not the one the bonuses rank
+        bonus = tuple(float(self._preferred[c.text]) for c in choice.candidates)
+        return replace(choice, bonus=bonus) if any(bonus) else choice
+
+    @property
     def word_spans(self) -> tuple[str, ...]:
         """The spans offered inside free text (``copy_from(..., within_text=True)``)."""
         return self._word_spans
@@ -104,7 +131,9 @@ class SessionChoices:
         if cands is None:
             copy = self._copy_choice(row, start) or self._word_choice(row, start)
             return None if copy is None else (start, copy)
-        choice = fit(cands, row.length - start, lambda k: row.backward[start + 1 + k])
+        choice = self._preferring(
+            fit(cands, row.length - start, lambda k: row.backward[start + 1 + k])
+        )
         return None if choice is None else (start, choice)
 
     def decline_choice(self, tokens: Tensor, masked: Tensor, start: int) -> None:
@@ -256,7 +285,7 @@ class SessionChoices:
         cands = self._c.candidates(self._state)
         if cands is None:
             return self._next_copy(room) or self._next_word(room)
-        return fit(cands, room, lambda k: self._t.level(self._exit_level(k + 1)))
+        return self._preferring(fit(cands, room, lambda k: self._t.level(self._exit_level(k + 1))))
 
     def _next_copy(self, room: int) -> ClosedChoice | None:
         """The copy choice right after the prefix (autoregressive decoding): offered when

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 from engine_testing import make_config, make_model
@@ -154,6 +156,19 @@ def test_choose_takes_the_best_score_and_a_prior_subtracts_its_weighted_score(
     assert calibrated.logprobs == pytest.approx(tuple(want), abs=1e-4)
     assert calibrated.candidate == CHOICE.candidates[max(range(3), key=want.__getitem__)]
     assert prior.passes == 1  # its prompt; its candidates ride with the request's pass
+
+
+def test_a_choices_bonus_is_added_to_each_candidates_score(causal: Transformer) -> None:
+    cache = _cached(causal, PROMPT[:-1])
+    plain = [_reference(causal, PROMPT, c.scored) for c in CHOICE.candidates]
+    worst = min(range(3), key=plain.__getitem__)
+    bonus = tuple(max(plain) - min(plain) + 1.0 if i == worst else 0.0 for i in range(3))
+    preferred = replace(CHOICE, bonus=bonus)
+    query = ChoiceQuery(0, preferred, _segment(PROMPT[-1:], len(PROMPT) - 1), len(PROMPT))
+    (res,) = choose(causal, cache, [query])
+    assert res.candidate == CHOICE.candidates[worst]
+    want = [p + b for p, b in zip(plain, bonus, strict=True)]
+    assert res.logprobs == pytest.approx(tuple(want), abs=1e-4)
 
 
 def test_a_single_candidate_is_taken_without_a_pass(causal: Transformer) -> None:

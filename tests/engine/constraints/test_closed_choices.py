@@ -223,6 +223,44 @@ def test_hybrid_makes_the_verifiers_choices_and_diffusion_steps_the_drafters(
         assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe
 
 
+@pytest.mark.parametrize("mode", ["diffusion", "ar", "hybrid"])
+def test_a_preferred_value_wins_by_its_bonus_in_every_decoder(
+    mode: str, constraint: Constraint, tokenizer: Tokenizer, model_factory
+) -> None:
+    vocab = tokenizer.vocab_size
+    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
+    verifier = model_factory("causal", vocab_size=vocab, seed=11)
+    engine: Any = {
+        "diffusion": lambda: DiffusionEngine(drafter),
+        "ar": lambda: ARDecoder(verifier),
+        "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
+    }[mode]()
+    config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
+    prompt = tokenizer.encode("Find order 58213")
+
+    def name(session: Any) -> str:
+        out = engine.generate([prompt], config, constraints=[session])
+        return json.loads(tokenizer.decode(out.sequences[0], skip_special=True))["name"]
+
+    plain = name(constraint.session(40))
+    for wanted in NAMES:
+        session = constraint.session(40)
+        session.prefer({n: 1e4 if n == wanted else 0.0 for n in NAMES})
+        assert name(session) == wanted
+    session = constraint.session(40)
+    session.prefer({n: 1e4 for n in NAMES[1:]})  # not every candidate: another choice's values
+    assert name(session) == plain
+    session = constraint.session(40)
+    session.prefer({})  # no preference: the model's own choice
+    assert name(session) == plain
+
+
+def test_prefer_refuses_bonuses_that_are_not_numbers(constraint: Constraint) -> None:
+    session = constraint.session(40)
+    with pytest.raises(ValueError, match="finite"):
+        session.prefer({"get_order": float("nan")})
+
+
 def test_commit_until_choice_stops_where_a_choice_opens(
     constraint: Constraint, tokenizer: Tokenizer
 ) -> None:
