@@ -195,6 +195,11 @@ def render_choice_prior(
     return render_prompt(rest, tools, instructions=instructions)
 
 
+def last_request(messages: Sequence[ChatMessage]) -> str:
+    """The request: the last user message's text ("" when there is none)."""
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
 def copy_sources(messages: Sequence[ChatMessage]) -> list[str]:
     """The texts the next action's argument values may be copied from: the request
     (the last user message) and the tool results after it

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,14 @@ def add_parser(subparsers: Any) -> None:
         default=0,
         help="put finished exchanges of other held-out conversations in front of each case "
         "until its prompt has this many tokens (the corpus keeps prompts under 512)",
+    )
+    parser.add_argument(
+        "--tool-relevance",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --score-choices: add W x each tool's word overlap with the request to its "
+        "name's score (agentflow.engine.tool_relevance; default 0: off)",
     )
     parser.add_argument("--batch-size", type=int, default=1, help="cases decoded together")
     parser.add_argument(
@@ -115,6 +124,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if not (math.isfinite(args.tool_relevance) and args.tool_relevance >= 0):
+        print(
+            f"agentflow eval: --tool-relevance must be a number >= 0, got {args.tool_relevance}",
+            file=sys.stderr,
+        )
+        return 2
     baseline = None
     if args.compare is not None:  # checked before decoding anything
         from agentflow.engine.training.eval_compare import check_same_cases
@@ -171,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
         copy=args.copy,
         copy_within_text=args.copy_within_text,
         min_prompt_tokens=args.min_prompt_tokens,
+        tool_relevance=args.tool_relevance,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

@@ -225,13 +225,16 @@ def evaluate(
     copy: bool = False,
     copy_within_text: bool = False,
     min_prompt_tokens: int = 0,
+    tool_relevance: float = 0.0,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
     in each mode and score them; ``canonical`` goes to the constraint sessions, and
     ``copy`` gives them the request to copy values from (``copy_from``), and
     ``copy_within_text`` lets free text finish the values it starts to quote.
     ``min_prompt_tokens`` puts earlier exchanges in front of each case until its
-    prompt is that long (:mod:`.long_prompts`)."""
+    prompt is that long (:mod:`.long_prompts`). ``tool_relevance`` (a weight; 0:
+    off) adds each tool's relevance to the request to its name's score
+    (:mod:`agentflow.engine.tool_relevance`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     samples = lengthened(
@@ -280,6 +283,9 @@ def evaluate(
                     session.copy_from(
                         copy_sources(samples[i].messages), within_text=copy_within_text
                     )
+            if tool_relevance > 0:
+                for i, session in zip(chunk, sessions, strict=True):
+                    session.prefer(_tool_bonuses(samples[i], tool_relevance))
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
@@ -309,10 +315,19 @@ def evaluate(
         "copy": copy,
         "copy_within_text": copy_within_text,
         "min_prompt_tokens": min_prompt_tokens,
+        "tool_relevance": tool_relevance,
         "generation": asdict(config),
         "modes": list(modes),
     }
     return EvalReport(summarize(results), results, settings)
+
+
+def _tool_bonuses(sample: Sample, weight: float) -> dict[str, float]:
+    """The tool-name bonuses of ``sample``'s last request."""
+    from ..chat_template import last_request
+    from ..tool_relevance import tool_bonuses
+
+    return tool_bonuses(last_request(sample.messages), sample.tools, weight)
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:

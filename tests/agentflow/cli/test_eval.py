@@ -28,7 +28,7 @@ def test_eval_writes_a_report_for_the_split(
         argv.append("--cache-block-prefix")
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
-        argv.append("--copy-within-text")
+        argv += ["--copy-within-text", "--tool-relevance", "4"]
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
@@ -38,6 +38,7 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["canonical"] is choices
     assert report["settings"]["copy"] is choices
     assert report["settings"]["copy_within_text"] is choices
+    assert report["settings"]["tool_relevance"] == (4.0 if choices else 0.0)
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
@@ -49,6 +50,11 @@ def test_eval_writes_a_report_for_the_split(
 def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--modes", "ar", "-n", "1", "--text-threshold", "2"]) == 2
     assert "text_threshold must be in [0, 1]" in capsys.readouterr().err
+
+
+def test_eval_rejects_a_negative_tool_relevance(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--modes", "ar", "-n", "1", "--tool-relevance", "-1"]) == 2
+    assert "--tool-relevance must be a number >= 0" in capsys.readouterr().err
 
 
 def test_eval_rejects_an_unknown_split(capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,0 +1,135 @@
+"""Which tools a request is about, by the words they share: a prior for tool choice.
+
+A small model rates a tool it has never seen by its name's surface form; the
+request's own words often name the tool outright ("check sshd's *journal*" →
+``show_journal``, "turn off *login* bdoe" → ``deactivate_login``). Each tool is
+scored by the words of its name (``snake_case``, ``camelCase`` and ``kebab-case``
+split) and description (half as much: prose, with generic verbs) that the
+request also uses, each word weighted by how few of the listed tools use it (an
+inverse document frequency over the tool list: "order" in every support tool's
+description says little). Words match
+when equal, when one inflects the other (``refund``/``refunds``,
+``track``/``tracking``) or when they share their first six letters; quoted text
+and value-like tokens of the request (ids, hosts, emails) are arguments and
+are not read.
+
+The scores become log-space bonuses on the tool-name choice
+(``ConstraintSession.prefer``), added to the model's own score when the choice
+is scored whole; the model still decides, and nothing else (whether to call a
+tool at all, the arguments) is touched. docs/constraints.md ("Tool relevance")
+has the measurements behind the default weight.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Protocol
+
+#: Log-space bonus per unit of relevance (a name word every listed tool uses is
+#: worth ``log 2``): ``EmbeddedModel``'s default (``agentflow eval --tool-relevance``
+#: is off unless given).
+DEFAULT_WEIGHT = 4.0
+
+#: A description word counts this much of a name word: descriptions are prose,
+#: with generic verbs ("send money back", "show the status of an invoice").
+DESCRIPTION_WEIGHT = 0.5
+
+_STOP_TEXT = """a an the to of for on in at by with and or not is are be been was were am
+    my me mine i you your yours it its this that these those there here
+    please pls can could would will shall should may might must do does did done
+    we us our ours they them their he she his her from as up out so if then than
+    hey hi hello thanks thank just need needs want wants get gets got let lets
+    some any all one two what which who whom how why when where about into over
+    also too very really now asap urgent kind bit"""
+#: Words that say nothing about which tool is meant.
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_WORD = re.compile(r"[a-z]+")
+_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+#: A token with a digit, ``@``, ``_``, or a ``.``/``-`` inside: an id, an address, a host.
+_VALUE_LIKE = re.compile(r"[0-9@_]|\w[.-]\w")
+_SUFFIXES = frozenset({"s", "es", "ed", "d", "ing", "er", "ers", "ion", "ions", "ment", "ments"})
+
+
+def words(text: str) -> list[str]:
+    """Lower-case words of ``text`` (identifiers split at case changes, ``_`` and
+    ``-``), without stop words and words under three letters."""
+    text = _CAMEL.sub(r"\1 \2", text).lower()
+    return [w for w in _WORD.findall(text) if len(w) > 2 and w not in STOP_WORDS]
+
+
+def same_word(a: str, b: str) -> bool:
+    """Equal, one an inflection of the other (``refund``/``refunds``,
+    ``track``/``tracking``), or sharing their first six letters
+    (``deactivate``/``deactivation``)."""
+    if a == b:
+        return True
+    short, long = (a, b) if len(a) <= len(b) else (b, a)
+    if long.startswith(short) and long[len(short) :] in _SUFFIXES:
+        return True
+    return len(short) >= 6 and short[:6] == long[:6]
+
+
+def request_words(text: str) -> list[str]:
+    """:func:`words` of a request, without its quoted text and value-like tokens
+    (``web-prod-03``, ``a@b.io``, ``INV-2025``): those are arguments, not what the
+    request asks for."""
+    text = _QUOTED.sub(" ", text)
+    kept = [t for t in text.split() if not _VALUE_LIKE.search(t.strip(".,;:!?()'"))]
+    return words(" ".join(kept))
+
+
+class DescribedTool(Protocol):
+    """What relevance reads of a tool (``ToolSpec`` has both)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+
+def tool_words(tool: DescribedTool) -> dict[str, float]:
+    """The words of a tool's name (weight 1) and description (``DESCRIPTION_WEIGHT``)."""
+    out = dict.fromkeys(words(tool.description or ""), DESCRIPTION_WEIGHT)
+    out.update(dict.fromkeys(words(tool.name), 1.0))
+    return out
+
+
+def relevance(request: str, tools: Sequence[DescribedTool]) -> dict[str, float]:
+    """Each tool's relevance to ``request``: the sum, over its words the request
+    uses, of the word's weight times ``log(1 + n / df)`` (``n`` tools listed, ``df``
+    of them using the word)."""
+    said = set(request_words(request))
+    vocab = [tool_words(t) for t in tools]
+    n = len(tools)
+    out: dict[str, float] = {}
+    for tool, own in zip(tools, vocab, strict=True):
+        score = 0.0
+        for w, weight in own.items():
+            if any(same_word(w, r) for r in said):
+                df = sum(1 for other in vocab if any(same_word(w, x) for x in other))
+                score += weight * math.log(1.0 + n / df)
+        out[tool.name] = score
+    return out
+
+
+def tool_bonuses(
+    request: str, tools: Iterable[DescribedTool], weight: float = DEFAULT_WEIGHT
+) -> dict[str, float]:
+    """Log-space bonuses for ``ConstraintSession.prefer``: ``weight`` × relevance for
+    every listed tool (0 for those the request shares no word with), or an empty
+    dict when it shares none with any, fewer than two tools are listed or
+    ``weight`` is 0."""
+    if weight < 0 or not math.isfinite(weight):
+        raise ValueError(f"tool relevance weight must be a finite number >= 0, got {weight}")
+    listed = list(tools)
+    if weight == 0 or len(listed) < 2:
+        return {}
+    scores = relevance(request, listed)
+    if not any(scores.values()):
+        return {}
+    return {name: weight * s for name, s in scores.items()}

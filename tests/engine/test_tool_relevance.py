@@ -1,0 +1,67 @@
+"""Tool relevance: the words a request shares with each tool, as tool-name bonuses."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from agentflow.engine.chat_template import ToolSpec
+from agentflow.engine.tool_relevance import (
+    DESCRIPTION_WEIGHT,
+    relevance,
+    request_words,
+    same_word,
+    tool_bonuses,
+    words,
+)
+
+TOOLS = [
+    ToolSpec("credentials_recover", "Start a password reset for an email"),
+    ToolSpec("deactivateLogin", "Suspend an account"),
+    ToolSpec("find_order", "Return order details"),
+    ToolSpec("locate-shipment", "Carrier tracking for an order"),
+]
+
+
+def test_identifiers_split_into_lower_case_words_without_stop_words() -> None:
+    assert words("deactivateLogin") == ["deactivate", "login"]
+    assert words("locate-shipment") == ["locate", "shipment"]
+    assert words("get_order_by_ID") == ["order"]  # "get", "by" and "id" say nothing
+    assert words("Could you please CHECK the disk") == ["check", "disk"]
+
+
+def test_words_match_their_inflections_and_long_shared_stems_only() -> None:
+    assert same_word("refund", "refunds") and same_word("tracking", "track")
+    assert same_word("deactivate", "deactivation")
+    assert not same_word("back", "backup")  # a prefix is not an inflection
+    assert not same_word("login", "logs")
+
+
+def test_quoted_text_and_values_are_arguments_not_request_words() -> None:
+    said = request_words('log a sev2 for "disk full on build-eu-26", host web-prod-3 at a@b.io')
+    assert said == ["log", "host"]  # "sev2" has a digit: a value too
+
+
+def test_a_word_many_tools_share_counts_less_than_a_rare_one() -> None:
+    scores = relevance("turn off login for the order", TOOLS)
+    # "login" names one tool; "order" is in two tools' words.
+    assert scores["deactivateLogin"] == pytest.approx(math.log(1 + 4 / 1))
+    assert scores["find_order"] == pytest.approx(math.log(1 + 4 / 2))
+    assert scores["locate-shipment"] == pytest.approx(DESCRIPTION_WEIGHT * math.log(1 + 4 / 2))
+    assert scores["credentials_recover"] == 0.0
+
+
+def test_bonuses_are_weighted_and_given_only_where_the_request_names_a_tool() -> None:
+    bonuses = tool_bonuses("where is my package? tracking please", TOOLS, weight=2.0)
+    assert bonuses == {
+        "credentials_recover": 0.0,
+        "deactivateLogin": 0.0,
+        "find_order": 0.0,
+        "locate-shipment": pytest.approx(2.0 * DESCRIPTION_WEIGHT * math.log(5)),
+    }
+    assert tool_bonuses("tracking", TOOLS, weight=0.0) == {}
+    assert tool_bonuses("tracking", TOOLS[3:], weight=1.0) == {}  # one tool: nothing to choose
+    assert tool_bonuses("hello there", TOOLS) == {}
+    with pytest.raises(ValueError, match="weight"):
+        tool_bonuses("tracking", TOOLS, weight=-1.0)
