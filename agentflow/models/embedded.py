@@ -30,9 +30,11 @@ import anyio.from_thread
 from agentflow.engine.chat_template import (
     compact_json,
     copy_sources,
+    last_request,
     render_choice_prior,
     render_prompt,
 )
+from agentflow.engine.tool_relevance import DEFAULT_WEIGHT, tool_bonuses
 
 from .base import (
     ActionParseError,
@@ -67,6 +69,8 @@ class _Job:
     prior: str | None = None
     #: The texts argument values may be copied from (copy choices).
     sources: list[str] = field(default_factory=list)
+    #: Tool-name bonuses from the request's words (``tool_relevance``).
+    preferred: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -96,6 +100,9 @@ COPY = True
 #: ... and inside free text finish a value of the sources the output has started to
 #: quote (docs/constraints.md, "Copies inside free text").
 COPY_WITHIN_TEXT = True
+#: Weight of the request's word overlap with each tool in tool-name choices
+#: (measured on held-out sets: docs/constraints.md, "Tool relevance").
+TOOL_RELEVANCE = DEFAULT_WEIGHT
 
 
 class EmbeddedModel:
@@ -116,6 +123,9 @@ class EmbeddedModel:
     prompts each engine keeps so that a prompt starting the same way reads only its
     new part (docs/engine.md, "Across calls"); None keeps the engines' default (8,
     or ``hybrid_options.prompt_cache``), 0 turns it off in every mode.
+    ``tool_relevance``: when a tool name is scored whole, add this weight times the
+    tool's word overlap with the request (:mod:`agentflow.engine.tool_relevance`;
+    docs/constraints.md, "Tool relevance"); 0 leaves tool choice to the model alone.
     """
 
     def __init__(
@@ -130,17 +140,21 @@ class EmbeddedModel:
         max_batch: int = 16,
         hybrid_options: Any = None,
         prompt_cache: int | None = None,
+        tool_relevance: float = TOOL_RELEVANCE,
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         if prompt_cache is not None and prompt_cache < 0:
             raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
+        if not (math.isfinite(tool_relevance) and tool_relevance >= 0):
+            raise ValueError(f"tool_relevance must be a finite number >= 0, got {tool_relevance}")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
         self.device = device
         self.hybrid_options = hybrid_options
         self.prompt_cache = prompt_cache
+        self.tool_relevance = tool_relevance
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -277,6 +291,8 @@ class EmbeddedModel:
                 )
                 if COPY:
                     session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
+                if job.preferred:
+                    session.prefer(job.preferred)
                 sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
@@ -338,8 +354,17 @@ class EmbeddedModel:
             request.messages, request.tools, instructions=request.instructions
         )
         sources = copy_sources(request.messages)
+        preferred = tool_bonuses(last_request(request.messages), request.tools, self.tool_relevance)
         return _Job(
-            prompt, dict(request.action_schema), mode, reason, settings, on_text, prior, sources
+            prompt,
+            dict(request.action_schema),
+            mode,
+            reason,
+            settings,
+            on_text,
+            prior,
+            sources,
+            preferred,
         )
 
     async def _submit(self, job: _Job) -> _Outcome:

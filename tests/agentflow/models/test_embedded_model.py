@@ -33,7 +33,9 @@ from agentflow.engine.constraints.copy_choices import request_spans
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
+from agentflow.engine.tool_relevance import tool_bonuses
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
+from agentflow.models.embedded import TOOL_RELEVANCE
 
 
 @tool
@@ -264,3 +266,43 @@ async def test_steps_pass_the_conversation_without_its_request_as_the_choice_pri
     prior = render_prompt([], req.tools, instructions=req.instructions)  # no user message left
     assert call["choice_priors"] == [prior]
     assert render_choice_prior([ChatMessage(role="assistant", content="hi")]) is None
+    assert session.preferred == {}  # one tool: no tool choice to weigh
+
+
+@tool
+def cancel_order(order_id: str) -> str:
+    """Cancel an order before it ships."""
+    return "cancelled"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("weight", [TOOL_RELEVANCE, 3.0, 0.0])
+async def test_steps_weigh_tool_names_by_their_words_in_the_request(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch, weight: float
+) -> None:
+    model = EmbeddedModel(dlm_path, tool_relevance=weight)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, "Please cancel order 58213")
+    model.load()
+    engine = model._engine("diffusion")
+    seen: list[Any] = []
+    original = engine.generate
+
+    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
+        seen.extend(kwargs["constraints"])
+        return original(prompts, config, **kwargs)
+
+    monkeypatch.setattr(engine, "generate", spy)
+    assert_valid((await model.step(req)).text, req.action_schema)
+    (session,) = seen
+    want = tool_bonuses("Please cancel order 58213", req.tools, weight)
+    assert session.preferred == want
+    assert bool(want) == (weight > 0)
+    if want:  # "cancel" names one tool, "order" both
+        assert set(want) == {"get_order", "cancel_order"}
+        assert want["cancel_order"] > want["get_order"] > 0
+
+
+def test_a_negative_tool_relevance_is_refused(dlm_path: Path) -> None:
+    with pytest.raises(ValueError, match="tool_relevance"):
+        EmbeddedModel(dlm_path, tool_relevance=-1.0)
