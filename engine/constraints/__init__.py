@@ -8,6 +8,7 @@ from .._lazy_exports import lazy_exports
 _EXPORTS: dict[str, str] = {
     "action_schema": ".actions",
     "TokenAutomaton": ".automaton",
+    "AutomatonStore": ".automaton_store",
     "Constraint": ".enforcement",
     "ConstraintSession": ".enforcement",
     "compile_constraint": ".enforcement",

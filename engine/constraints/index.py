@@ -7,7 +7,8 @@ appear inside an answer; the end token is added by us: from every final state
 it leads to an absorbing ``done_state`` that loops on it.
 
 :class:`ConstraintCompiler` owns an LRU cache keyed by (regex hash, tokenizer
-fingerprint); the engine holds one. Nothing is cached at module level.
+fingerprint); the engine holds one. Nothing is cached at module level. Given an
+:class:`~.automaton_store.AutomatonStore`, it also keeps automata on disk.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import time
 from collections import OrderedDict, deque
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import chain
 from typing import Any, Protocol
 
@@ -27,6 +28,7 @@ from outlines_core import Index, Vocabulary
 
 from ..errors import SchemaError
 from .automaton import TokenAutomaton
+from .automaton_store import AutomatonStore
 from .schema import CompiledSchema, compile_json_schema
 
 #: Build the dense [S, V] table only up to this many entries (int32 each).
@@ -57,9 +59,13 @@ class AutomatonStats:
 
     num_states: int
     num_transitions: int
+    #: Seconds to index the regex (to read the automaton, when ``stored``).
     index_seconds: float
     schema_seconds: float = 0.0
+    #: Served from the compiler's memory.
     cached: bool = False
+    #: Read from the compiler's :class:`AutomatonStore` instead of indexed.
+    stored: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,10 +229,12 @@ class ConstraintCompiler:
     index once per (schema, options, tokenizer); repeats are cache hits.
     """
 
-    def __init__(self, *, max_entries: int = 64) -> None:
+    def __init__(self, *, max_entries: int = 64, store: AutomatonStore | None = None) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self.max_entries = max_entries
+        #: Automata on disk, shared across processes (None: memory only).
+        self.store = store
         self._cache: OrderedDict[tuple[str, str], CompiledConstraint] = OrderedDict()
         self.hits = 0
         self.misses = 0
@@ -250,9 +258,7 @@ class ConstraintCompiler:
             regex=found.regex,
             automaton=found.automaton,
             schema=found.schema,
-            stats=AutomatonStats(
-                s.num_states, s.num_transitions, s.index_seconds, s.schema_seconds, cached=True
-            ),
+            stats=replace(s, cached=True),
         )
 
     def _store(self, key: tuple[str, str], value: CompiledConstraint) -> None:
@@ -261,13 +267,32 @@ class ConstraintCompiler:
         while len(self._cache) > self.max_entries:
             self._cache.popitem(last=False)
 
+    def _automaton(
+        self, regex: str, tokenizer: TokenSource
+    ) -> tuple[TokenAutomaton, AutomatonStats]:
+        """``regex``'s automaton: read from the store when it holds it, else built (and stored)."""
+        if self.store is None:
+            return build_token_automaton(regex, tokenizer)
+        key = self.store.key(regex, tokenizer, DENSE_TABLE_LIMIT)
+        start = time.perf_counter()
+        found = self.store.load(key, DENSE_TABLE_LIMIT)
+        if found is not None:
+            seconds = time.perf_counter() - start
+            stats = AutomatonStats(
+                found.num_states, int(found.tokens.numel()), seconds, stored=True
+            )
+            return found, stats
+        automaton, stats = build_token_automaton(regex, tokenizer)
+        self.store.save(key, automaton)
+        return automaton, stats
+
     def compile_regex(self, regex: str, tokenizer: TokenSource) -> CompiledConstraint:
         """The automaton of a raw regex."""
         key = ("re:" + hashlib.sha256(regex.encode()).hexdigest()[:24], tokenizer.fingerprint)
         found = self._lookup(key)
         if found is not None:
             return found
-        automaton, stats = build_token_automaton(regex, tokenizer)
+        automaton, stats = self._automaton(regex, tokenizer)
         compiled = CompiledConstraint(regex=regex, automaton=automaton, stats=stats)
         self._store(key, compiled)
         return compiled
@@ -281,17 +306,12 @@ class ConstraintCompiler:
         if found is not None:
             return found
         compiled_schema = compile_json_schema(schema, **options)
-        automaton, stats = build_token_automaton(compiled_schema.regex, tokenizer)
+        automaton, stats = self._automaton(compiled_schema.regex, tokenizer)
         compiled = CompiledConstraint(
             regex=compiled_schema.regex,
             automaton=automaton,
             schema=compiled_schema,
-            stats=AutomatonStats(
-                stats.num_states,
-                stats.num_transitions,
-                stats.index_seconds,
-                compiled_schema.compile_seconds,
-            ),
+            stats=replace(stats, schema_seconds=compiled_schema.compile_seconds),
         )
         self._store(key, compiled)
         return compiled
