@@ -152,9 +152,14 @@ def _schema_constraint(
         raise CLIError(f"cannot read schema file {str(path)!r}: {exc.strerror or exc}") from exc
     except json.JSONDecodeError as exc:
         raise CLIError(f"schema file {str(path)!r} is not valid JSON: {exc.msg}") from exc
-    from agentflow.engine.constraints import compile_constraint
+    from agentflow.engine.constraints import (
+        AutomatonStore,
+        ConstraintCompiler,
+        compile_constraint,
+    )
 
-    session = compile_constraint(schema, loaded.tokenizer).session(
+    compiler = ConstraintCompiler(max_entries=1, store=AutomatonStore.default())
+    session = compile_constraint(schema, loaded.tokenizer, compiler=compiler).session(
         max_tokens=budget, canonical=canonical
     )
     if copy_from:

@@ -252,7 +252,9 @@ class EmbeddedModel:
                 from agentflow.engine.constraints.enforcement import Constraint
 
                 if self._compiler is None:
-                    self._compiler = ConstraintCompiler()
+                    from agentflow.engine.constraints import AutomatonStore
+
+                    self._compiler = ConstraintCompiler(store=AutomatonStore.default())
                 compiled = self._compiler.compile_schema(schema, self.tokenizer)
                 found = Constraint(compiled.automaton, self.tokenizer)
                 self._constraints[key] = found

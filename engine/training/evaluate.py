@@ -249,10 +249,11 @@ def evaluate(
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
     compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
     if constrained:
-        from ..constraints import ConstraintCompiler
+        from ..constraints import AutomatonStore, ConstraintCompiler
         from ..constraints.enforcement import Constraint
 
-        compiler = ConstraintCompiler(max_entries=1)  # ``compiled`` is the cache
+        # ``compiled`` is the memory cache; the store keeps automata across runs.
+        compiler = ConstraintCompiler(max_entries=1, store=AutomatonStore.default())
 
     def constraint_for(schema: dict[str, Any]) -> Any:
         key = json.dumps(schema, sort_keys=True)

@@ -29,6 +29,7 @@ from agentflow.engine.chat_template import (
     render_prompt,
 )
 from agentflow.engine.checkpoints import save_checkpoint
+from agentflow.engine.constraints.automaton_store import CACHE_ENV
 from agentflow.engine.constraints.copy_choices import request_spans
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
@@ -301,6 +302,28 @@ async def test_steps_weigh_tool_names_by_their_words_in_the_request(
     if want:  # "cancel" names one tool, "order" both
         assert set(want) == {"get_order", "cancel_order"}
         assert want["cancel_order"] > want["get_order"] > 0
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cache", ["on", "off"])
+async def test_steps_keep_their_automata_in_the_cache_folder(
+    dlm_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path) if cache == "on" else "off")
+    model = EmbeddedModel(dlm_path, generation=GEN)
+    req = request(support_agent(model))
+    assert_valid((await model.step(req)).text, req.action_schema)
+    files = list((tmp_path / "automata").glob("*.safetensors"))
+    assert len(files) == (1 if cache == "on" else 0)
+    if cache == "on":  # a new process (model) reads it instead of indexing the schema again
+        import agentflow.engine.constraints.index as index
+
+        def no_indexing(*args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("the schema was indexed again")
+
+        monkeypatch.setattr(index, "build_token_automaton", no_indexing)
+        again = EmbeddedModel(dlm_path, generation=GEN)
+        assert_valid((await again.step(req)).text, req.action_schema)
 
 
 def test_a_negative_tool_relevance_is_refused(dlm_path: Path) -> None:
