@@ -113,6 +113,9 @@ class RowStats:
     finished: bool = False
     #: Prompt tokens copied from the prompt cache instead of read (:mod:`.prefix_store`).
     cached_tokens: int = 0
+    #: Diffusion with ``min_confidence``: the lowest confidence of the block that
+    #: stopped this row (its earlier blocks are its output); None when none did.
+    low_confidence: float | None = None
 
 
 @dataclass

@@ -260,6 +260,13 @@ def denoise_block(
     return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(current))
 
 
+def _lowest_committed(res: BlockOutcome, i: int, n: int) -> float:
+    """The lowest confidence among the first ``n`` positions of row ``i`` that the model
+    committed (forced positions aside); 1.0 when there is none."""
+    conf = res.confidence[i, :n][~res.forced[i, :n]]
+    return float(conf.min()) if conf.numel() else 1.0
+
+
 def _clean_lead(masked: Tensor) -> int:
     """Leading block positions that are clean in every row [b, L]."""
     still = masked.any(dim=0).nonzero()
@@ -301,11 +308,16 @@ class DiffusionEngine:
         constraints: Constraints = None,
         on_block: BlockCallback | None = None,
         choice_priors: ChoicePriors = None,
+        min_confidence: float | None = None,
     ) -> GenerationResult:
         """Decode a prompt or a batch of prompts (text or token ids) block by block.
 
         ``choice_priors`` (one per prompt: the conversation without its request)
-        calibrate closed choices under ``config.score_choices``.
+        calibrate closed choices under ``config.score_choices``. ``min_confidence``
+        stops a row at the first block in which the model commits a token (forced
+        ones aside) below it: the row's output is its blocks before that one, and
+        ``RowStats.low_confidence`` says why (``mode="auto"`` of :class:`HybridEngine`
+        re-does such rows); its constraint has advanced over the stopping block.
         """
         config = config or GenerationConfig()
         t0 = time.perf_counter()
@@ -377,16 +389,23 @@ class DiffusionEngine:
                 row = res.tokens[i].tolist()
                 rs = stats.rows[r]
                 rs.nfe += int(res.row_nfe[i])
+                cut = end_index(row, cfg.end_token_ids)
+                room_r = budgets[r] - len(out[r])
+                if min_confidence is not None:
+                    low = _lowest_committed(
+                        res, i, min(room_r, len(row) if cut is None else cut + 1)
+                    )
+                    if low < min_confidence:
+                        rs.low_confidence = low
+                        continue  # stopped: this block is not its output
                 prior = priors[r]
                 if prior is not None:
                     prior.extend(row)
-                cut = end_index(row, cfg.end_token_ids)
                 ended = cut is not None
                 if cut is not None:
                     row = row[:cut]
                 c = cons[r]
                 finished = ended or (c is not None and c.done)
-                room_r = budgets[r] - len(out[r])
                 row = row[:room_r]
                 rs.forced_tokens += int(res.forced[i, : len(row)].sum())
                 out[r].extend(row)
