@@ -58,6 +58,7 @@ from .hybrid_schedule import DraftLength, Scheduler
 from .hybrid_stats import HybridStats, ServedMode
 from .model import Transformer
 from .prefix_store import PrefixStore
+from .sampler import DiffusionEngine
 from .tokenizer import Tokenizer, check_same_tokenizer
 from .verification import NO_DRAFT, Verifier
 
@@ -98,6 +99,10 @@ class HybridEngine:
         #: Recent prompts' keys and values per model (None: off, or a bidirectional drafter).
         self.drafter_prompts = PrefixStore.for_model(self.drafter, self.options.prompt_cache)
         self.verifier_prompts = PrefixStore.for_model(self.verifier, self.options.prompt_cache)
+        #: ``mode="diffusion"`` and ``"auto"``: the drafter decodes the batch by itself,
+        #: through the same prompt store as its drafts.
+        self.diffusion = DiffusionEngine(self.drafter, tokenizer, prompt_cache=0)
+        self.diffusion.prompts = self.drafter_prompts
         #: Draft or verify alone, round by round; what it measured is shared by the requests.
         self.scheduler = Scheduler(
             adaptive=self.options.adaptive,
@@ -159,29 +164,30 @@ class HybridEngine:
         cons = constraint_list(constraints, len(ids))
         max_len = min(self.drafter.config.max_seq_len, self.verifier.config.max_seq_len)
         budgets = check_context(ids, max_len, config.max_new_tokens)
-        drafter_priors = choice_prior_list(self.drafter, choice_priors, ids, config, self.tokenizer)
         verifier_priors = choice_prior_list(
             self.verifier, choice_priors, ids, config, self.tokenizer
         )
         stats = HybridStats(mode=mode, rows=[RowStats(prompt_tokens=len(p)) for p in ids])
-        out: list[list[int]] = []
-        for r, prompt in enumerate(ids):
-            emit = None if on_block is None else (lambda toks, r=r: on_block(r, toks))
-            seq, served = self._decode_row(
-                prompt,
-                cons[r],
-                config,
-                budgets[r],
-                config.row_seed(r),
-                stats,
-                stats.rows[r],
-                mode,
-                reason,
-                emit,
-                (drafter_priors[r], verifier_priors[r]),
+        if mode == "hybrid":
+            out: list[list[int]] = []
+            for r, prompt in enumerate(ids):
+                seq = self._hybrid(
+                    prompt,
+                    cons[r],
+                    config,
+                    budgets[r],
+                    config.row_seed(r),
+                    stats,
+                    stats.rows[r],
+                    _row_emitter(on_block, r),
+                    verifier_priors[r],
+                )
+                out.append(seq)
+                stats.served.append(ServedMode("hybrid", reason))
+        else:
+            out = self._diffusion_first(
+                ids, cons, config, budgets, stats, mode, on_block, choice_priors, verifier_priors
             )
-            out.append(seq)
-            stats.served.append(served)
         stats.tokens = sum(len(s) for s in out)
         stats.forced_tokens = sum(rs.forced_tokens for rs in stats.rows)
         stats.nfe = stats.draft_nfe + stats.verify_nfe
@@ -191,112 +197,118 @@ class HybridEngine:
         texts = [self.tokenizer.decode(s) for s in out] if self.tokenizer is not None else None
         return GenerationResult(out, stats, texts)
 
-    def _decode_row(
+    def _diffusion_first(
         self,
-        prompt: list[int],
-        c: DecodeConstraint | None,
+        ids: list[list[int]],
+        cons: list[DecodeConstraint | None],
         config: GenerationConfig,
-        budget: int,
-        seed: int | None,
+        budgets: list[int],
         stats: HybridStats,
-        row: RowStats,
         mode: HybridMode,
-        reason: str,
-        emit: _Emit | None,
-        priors: tuple[ChoicePrior | None, ChoicePrior | None] = (None, None),
-    ) -> tuple[list[int], ServedMode]:
-        if mode == "hybrid":
-            out = self._hybrid(prompt, c, config, budget, seed, stats, row, emit, priors[1])
-            return out, ServedMode("hybrid", reason)
+        on_block: BlockCallback | None,
+        choice_priors: ChoicePriors,
+        verifier_priors: list[ChoicePrior | None],
+    ) -> list[list[int]]:
+        """Block diffusion for every row in one batch; in ``auto`` mode a row the drafter
+        was unsure of, or whose constraint found a block infeasible, is re-done in hybrid
+        mode (after the blocks it was sure of, with ``keep_confident``)."""
         bound = self.options.min_confidence if mode == "auto" else None
-        snapshot = c.checkpoint() if c is not None else None
-        try:
-            seq, low = self._diffusion(
-                prompt,
+        snapshots = [c.checkpoint() if c is not None else None for c in cons]
+        attempts = self._diffuse(
+            ids, cons, config, bound, on_block if bound is None else None, choice_priors, stats
+        )
+        out: list[list[int]] = []
+        for r, (seq, row, why) in enumerate(attempts):
+            row.prompt_tokens = len(ids[r])
+            stats.rows[r] = row
+            if why is None:
+                stats.path_tokens["diffusion"] += len(seq)
+                if bound is not None and on_block is not None and seq:
+                    on_block(r, seq)
+                out.append(seq)
+                stats.served.append(
+                    ServedMode("diffusion", "requested" if bound is None else "confident")
+                )
+                continue
+            kept = seq if self.options.keep_confident else []
+            c = cons[r]
+            if c is not None:
+                c.rollback(snapshots[r])  # a clean session state, then the kept blocks again
+                c.advance(kept)
+            row.finished = False
+            if kept:
+                stats.path_tokens["diffusion"] += len(kept)
+                if verifier_priors[r] is not None:
+                    verifier_priors[r].extend(kept)  # type: ignore[union-attr]
+                if on_block is not None:
+                    on_block(r, kept)
+            else:
+                row.forced_tokens = 0
+            rest = self._hybrid(
+                ids[r] + kept,
                 c,
                 config,
-                budget,
-                seed,
+                budgets[r] - len(kept),
+                config.row_seed(r),
                 stats,
                 row,
-                bound,
-                emit if bound is None else None,
-                priors[0],
+                _row_emitter(on_block, r),
+                verifier_priors[r],
             )
-            if low is None:
-                stats.path_tokens["diffusion"] += len(seq)
-                if bound is not None and emit is not None and seq:
-                    emit(seq)
-                return seq, ServedMode("diffusion", "requested" if bound is None else "confident")
-            why = f"low_confidence: {low:.3f} < {bound}"
-            kept = seq if self.options.keep_confident else []
+            row.tokens = len(kept) + len(rest)
+            out.append(kept + rest)
+            stats.served.append(ServedMode("hybrid", why, diffusion_tokens=len(kept)))
+        return out
+
+    def _diffuse(
+        self,
+        ids: list[list[int]],
+        cons: list[DecodeConstraint | None],
+        config: GenerationConfig,
+        bound: float | None,
+        on_block: BlockCallback | None,
+        choice_priors: ChoicePriors,
+        stats: HybridStats,
+    ) -> list[tuple[list[int], RowStats, str | None]]:
+        """Each row's diffusion output, its stats and why it must be re-done (None: it
+        need not), the rows decoded as one batch. A block infeasible under some row's
+        constraint stops the batch; then (``bound`` set) each row is decoded alone, so
+        that only that row is re-done."""
+        snapshots = [c.checkpoint() if c is not None else None for c in cons]
+        try:
+            res = self.diffusion.generate(
+                ids,
+                config,
+                constraints=cons,
+                on_block=on_block,
+                choice_priors=choice_priors,
+                min_confidence=bound,
+            )
         except InfeasibleConstraintError as exc:
             if bound is None:
                 raise
-            why = f"infeasible: {exc}"
-            kept = []
-        if c is not None:
-            c.rollback(snapshot)  # a clean session state, then the kept blocks again
-            c.advance(kept)
-        row.finished = False
-        if kept:
-            stats.path_tokens["diffusion"] += len(kept)
-            if priors[1] is not None:
-                priors[1].extend(kept)
-            if emit is not None:
-                emit(kept)
-        else:
-            row.forced_tokens = 0
-        out = self._hybrid(
-            prompt + kept, c, config, budget - len(kept), seed, stats, row, emit, priors[1]
-        )
-        row.tokens = len(kept) + len(out)
-        return kept + out, ServedMode("hybrid", why, diffusion_tokens=len(kept))
-
-    def _diffusion(
-        self,
-        prompt: list[int],
-        c: DecodeConstraint | None,
-        config: GenerationConfig,
-        budget: int,
-        seed: int | None,
-        stats: HybridStats,
-        row: RowStats,
-        bound: float | None,
-        emit: _Emit | None,
-        prior: ChoicePrior | None = None,
-    ) -> tuple[list[int], float | None]:
-        """Block diffusion alone; returns (tokens, the low confidence that aborted it or None)."""
-        drafter = Drafter(self.drafter, prompt, store=self.drafter_prompts)
-        passes = prior.passes if prior is not None else 0
-        out: list[int] = []
-        k = 0
-        while len(out) < budget:
-            length = min(config.block_length, budget - len(out))
-            d = drafter.denoise(length, c, config, seed=seed, block_index=k, prior=prior)
-            row.cached_tokens = drafter.cached_tokens
-            if prior is not None:  # the prior's own passes, one row each
-                d.nfe += prior.passes - passes
-                passes = prior.passes
-                prior.extend(d.tokens)
-            stats.draft_nfe += d.nfe
-            row.nfe += d.nfe
-            if bound is not None and d.min_confidence < bound:
-                return out, d.min_confidence
-            if c is not None:
-                c.advance(d.tokens)
-            text = self._text(d.tokens)
-            out += text
-            row.forced_tokens += min(d.forced, len(text))
-            if text and emit is not None:
-                emit(text)
-            if len(text) < len(d.tokens) or (c is not None and c.done):
-                row.finished = True
-                break
-            drafter.accept(d.tokens)
-            k += 1
-        row.tokens = len(out)
-        return out, None
+            if len(ids) == 1:
+                return [([], RowStats(prompt_tokens=len(ids[0])), f"infeasible: {exc}")]
+            for c, snapshot in zip(cons, snapshots, strict=True):
+                if c is not None:
+                    c.rollback(snapshot)
+            alone: list[tuple[list[int], RowStats, str | None]] = []
+            for r in range(len(ids)):
+                prior = None if choice_priors is None else [choice_priors[r]]
+                row_config = replace(config, seed=config.row_seed(r))
+                alone += self._diffuse([ids[r]], [cons[r]], row_config, bound, None, prior, stats)
+            return alone
+        stats.draft_nfe += res.stats.nfe
+        return [
+            (
+                seq,
+                row,
+                None
+                if row.low_confidence is None
+                else f"low_confidence: {row.low_confidence:.3f} < {bound}",
+            )
+            for seq, row in zip(res.sequences, res.stats.rows, strict=True)
+        ]
 
     def _text(self, tokens: list[int]) -> list[int]:
         cut = end_index(tokens, self.end_ids)
@@ -428,3 +440,8 @@ class HybridEngine:
         except InfeasibleConstraintError:
             drafter.cancel()
             return Draft(tokens=[], probs=[], nfe=1)
+
+
+def _row_emitter(on_block: BlockCallback | None, row: int) -> _Emit | None:
+    """``on_block`` bound to batch row ``row``."""
+    return None if on_block is None else (lambda tokens: on_block(row, tokens))

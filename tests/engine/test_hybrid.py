@@ -25,6 +25,7 @@ from agentflow.engine.hybrid import DraftLength, HybridEngine, HybridOptions
 from agentflow.engine.hybrid_schedule import Scheduler
 from agentflow.engine.hybrid_stats import HybridStats
 from agentflow.engine.model import Transformer
+from agentflow.engine.sampler import DiffusionEngine
 from agentflow.engine.speculative import speculative_step
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.kernels import pack_bits
@@ -572,6 +573,80 @@ def test_auto_mode_keeps_the_confident_blocks_and_goes_on_in_hybrid() -> None:
     res = HybridEngine(drafter, verifier, options=restart).generate(prompt, cfg, mode="auto")
     assert stats_of(res).served[0].diffusion_tokens == 0
     assert res.sequences == ARDecoder(verifier).generate(prompt, cfg).sequences
+
+
+AUTO_PROMPTS = [[5, 6, 7], [9, 8], [11, 12, 13, 14], [20, 3], [7]]
+
+
+def test_diffusion_stops_a_row_at_its_first_unsure_block() -> None:
+    drafter = make_model(make_config("block"), seed=0)
+    cfg = GenerationConfig(max_new_tokens=12, block_length=4)
+    engine = DiffusionEngine(drafter)
+    plain = engine.generate(AUTO_PROMPTS, cfg)
+    stopped = engine.generate(AUTO_PROMPTS, cfg, min_confidence=0.45)
+    for r, prompt in enumerate(AUTO_PROMPTS):
+        row = stopped.stats.rows[r]
+        alone = engine.generate([prompt], cfg, min_confidence=0.45)
+        assert alone.sequences[0] == stopped.sequences[r]  # batching changes nothing
+        if row.low_confidence is None:
+            assert alone.stats.rows[0].low_confidence is None
+        else:  # left padding moves the float rounding a little
+            assert alone.stats.rows[0].low_confidence == pytest.approx(row.low_confidence, abs=1e-5)
+        if row.low_confidence is None:
+            assert stopped.sequences[r] == plain.sequences[r]
+        else:  # the blocks before the unsure one
+            assert row.low_confidence < 0.45
+            assert len(stopped.sequences[r]) % cfg.block_length == 0
+            assert stopped.sequences[r] == plain.sequences[r][: len(stopped.sequences[r])]
+    assert {row.low_confidence is None for row in stopped.stats.rows} == {True, False}
+
+
+@pytest.mark.parametrize("keep_confident", [False, True])
+def test_auto_mode_decodes_a_batch_as_its_rows_alone(keep_confident: bool) -> None:
+    drafter = make_model(make_config("block"), seed=0)
+    verifier = make_model(make_config("causal"), seed=1)
+    cfg = GenerationConfig(max_new_tokens=12, block_length=4)
+    options = HybridOptions(min_confidence=0.45, keep_confident=keep_confident)
+    engine = HybridEngine(drafter, verifier, options=options)
+    pieces: dict[int, list[int]] = {}
+    batch = engine.generate(
+        AUTO_PROMPTS,
+        cfg,
+        mode="auto",
+        on_block=lambda r, t: pieces.setdefault(r, []).extend(t),
+    )
+    served = stats_of(batch).served
+    assert {s.mode for s in served} == {"diffusion", "hybrid"}
+    singles = [engine.generate([p], cfg, mode="auto") for p in AUTO_PROMPTS]
+    for r, single in enumerate(singles):
+        assert batch.sequences[r] == single.sequences[0]
+        assert served[r] == stats_of(single).served[0]
+        assert pieces.get(r, []) == batch.sequences[r]  # settled output, streamed once
+    # One diffusion pass serves every row of the batch.
+    assert stats_of(batch).draft_nfe < sum(stats_of(s).draft_nfe for s in singles)
+    assert sum(stats_of(batch).path_tokens.values()) == stats_of(batch).tokens
+
+
+def test_an_infeasible_row_of_a_batch_alone_falls_back() -> None:
+    drafter, verifier = agreeing_pair()
+    target = [30, 31, 32, 33]
+    cfg = GenerationConfig(max_new_tokens=8, block_length=4)
+    engine = HybridEngine(drafter, verifier, options=HybridOptions(draft_steps=2))
+    prompts = [[5, 6], [7, 8], [9, 10]]
+    cons = [
+        FixedAnswer(target, 2, 96, jump=False),
+        BlockInfeasible(target, 2, 96, jump=False),
+        FixedAnswer(target, 2, 96, jump=False),
+    ]
+    res = engine.generate(prompts, cfg, constraints=cons, mode="auto")
+    assert res.sequences == [target] * 3
+    served = stats_of(res).served
+    assert served[1].mode == "hybrid" and served[1].reason.startswith("infeasible: no completion")
+    for r in (0, 2):
+        alone = engine.generate(
+            [prompts[r]], cfg, constraints=[FixedAnswer(target, 2, 96, jump=False)], mode="auto"
+        )
+        assert served[r] == stats_of(alone).served[0]
 
 
 class BlockInfeasible(FixedAnswer):
