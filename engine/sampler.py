@@ -139,6 +139,9 @@ def denoise_block(
     # The last denoising pass's logits, and the rows no choice has filled since.
     last_logits: Tensor | None = None
     fresh = torch.zeros(b, dtype=torch.bool)
+    # The busy rows of the last pass that left some out, the cache length then, and
+    # their copy of the cache.
+    sub: tuple[Tensor, int, KVCache] | None = None
     while bool(masked.any()):
         for r, c in enumerate(cons):
             if c is not None and bool(masked[r].any()):
@@ -182,23 +185,43 @@ def denoise_block(
                 cached = lead
         seg = pending.cat(current.slice(cached))
         commit = pending.length - shift
-        hidden = model(
-            seg.tokens,
-            positions=seg.positions,
-            block_ids=seg.block_ids,
-            valid=seg.valid,
-            cache=cache,
-            commit_len=commit,
-            hidden_only=True,
-        )
         start = pending.length - shift
-        # Only the block's positions need vocabulary logits (cached ones: zeros, never read).
-        part = model.project(hidden[:, start : start + length - cached]).float()
-        if cached:
+        busy = masked.any(dim=1)
+        if commit == 0 and not bool(busy.all()):
+            # Rows whose block is done sit this pass out: it writes nothing to the
+            # cache, so they read a copy of the busy rows' cache (made once per set).
+            rows = busy.nonzero().flatten()
+            if sub is None or sub[1] != cache.length or not torch.equal(sub[0], rows):
+                sub = (rows, cache.length, _cache_rows(cache, rows, seg.length))
+            hidden = model(
+                seg.tokens[rows],
+                positions=seg.positions[rows],
+                block_ids=seg.block_ids[rows],
+                valid=seg.valid[rows],
+                cache=sub[2],
+                commit_len=0,
+                hidden_only=True,
+            )
+            part = model.project(hidden[:, start : start + length - cached]).float()
             block_logits = part.new_zeros(b, length, part.shape[-1])
-            block_logits[:, cached:] = part
+            block_logits[rows, cached:] = part
         else:
-            block_logits = part
+            hidden = model(
+                seg.tokens,
+                positions=seg.positions,
+                block_ids=seg.block_ids,
+                valid=seg.valid,
+                cache=cache,
+                commit_len=commit,
+                hidden_only=True,
+            )
+            # Only the block's positions need vocabulary logits (cached ones: zeros, never read).
+            part = model.project(hidden[:, start : start + length - cached]).float()
+            if cached:
+                block_logits = part.new_zeros(b, length, part.shape[-1])
+                block_logits[:, cached:] = part
+            else:
+                block_logits = part
         block_logits[..., mask_id] = float("-inf")  # the mask token is never an answer
         last_logits = block_logits
         fresh[:] = True
@@ -258,6 +281,11 @@ def denoise_block(
         cache.truncate(block_start)
         pending = carry
     return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(current))
+
+
+def _cache_rows(cache: KVCache, rows: Tensor, room: int) -> KVCache:
+    """A copy of ``rows`` of ``cache`` (its cached positions) with ``room`` more."""
+    return KVCache.gather([(cache, int(r), cache.length) for r in rows.tolist()], room)
 
 
 def _lowest_committed(res: BlockOutcome, i: int, n: int) -> float:

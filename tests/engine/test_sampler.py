@@ -111,6 +111,29 @@ def test_batch_equals_one_by_one(attention: str, shift: int) -> None:
         assert row.nfe == single.stats.rows[0].nfe
 
 
+def test_rows_whose_block_is_done_sit_out_the_blocks_later_passes(fixed_answer) -> None:
+    model = make_model(make_config("block"), seed=3)
+    engine = DiffusionEngine(model)
+    cfg = GenerationConfig(max_new_tokens=8, block_length=4, steps=4, threshold=None)
+    sizes: list[int] = []
+    hook = model.register_forward_hook(lambda m, args, out: sizes.append(args[0].shape[0]))
+    try:
+        # Row 0 is forced whole, block by block, and stays in the batch (its answer outlasts
+        # the budget); row 1 takes four passes a block.
+        cons = [fixed_answer(list(range(10, 18)), jump=True), None]
+        batch = engine.generate(PROMPTS[:2], cfg, constraints=cons)
+    finally:
+        hook.remove()
+    assert 1 in sizes  # passes that read row 1 alone
+    singles = [
+        engine.generate(
+            [PROMPTS[0]], cfg, constraints=[fixed_answer(list(range(10, 18)), jump=True)]
+        ),
+        engine.generate([PROMPTS[1]], cfg),
+    ]
+    assert batch.sequences == [s.sequences[0] for s in singles]
+
+
 def test_a_shifted_block_model_with_ar_weights_decodes_like_the_ar_model() -> None:
     """A block model with ``logits_shift=1`` started from causal weights (the embedded
     drafter's recipe) predicts a block's first position from the clean token before
