@@ -16,6 +16,25 @@ import torch
 from torch import Tensor
 
 
+def derived_tables(
+    src: Tensor,
+    tokens: Tensor,
+    next_states: Tensor,
+    num_states: int,
+    vocab_size: int,
+    dense_limit: int,
+) -> tuple[Tensor, Tensor | None]:
+    """The successor relation [S, S] and, when ``S·V <= dense_limit``, the dense table
+    [S, V] (-1: no transition) of the transitions ``src --tokens--> next_states``."""
+    successors = torch.zeros(num_states, num_states, dtype=torch.bool)
+    successors[src, next_states.long()] = True
+    table = None
+    if num_states * vocab_size <= dense_limit:
+        table = torch.full((num_states, vocab_size), -1, dtype=torch.int32)
+        table[src, tokens.long()] = next_states
+    return successors, table
+
+
 @dataclass
 class TokenAutomaton:
     """Per-state transitions of a constraint over a tokenizer's vocabulary."""

@@ -36,7 +36,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from .automaton import TokenAutomaton
+from .automaton import TokenAutomaton, derived_tables
 
 if TYPE_CHECKING:
     from .index import TokenSource
@@ -195,12 +195,9 @@ def _read(path: Path, dense_limit: int) -> TokenAutomaton:
     if offsets.numel() != num_states + 1 or int(offsets[-1]) != tokens.numel():
         raise ValueError("transition lists do not match the state count")
     src = torch.repeat_interleave(torch.arange(num_states), offsets.diff())
-    successors = torch.zeros(num_states, num_states, dtype=torch.bool)
-    successors[src, next_states.long()] = True
-    table = None
-    if num_states * vocab_size <= dense_limit:
-        table = torch.full((num_states, vocab_size), -1, dtype=torch.int32)
-        table[src, tokens.long()] = next_states
+    successors, table = derived_tables(
+        src, tokens, next_states, num_states, vocab_size, dense_limit
+    )
     return TokenAutomaton(
         num_states=num_states,
         vocab_size=vocab_size,

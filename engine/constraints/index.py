@@ -27,7 +27,7 @@ import torch
 from outlines_core import Index, Vocabulary
 
 from ..errors import SchemaError
-from .automaton import TokenAutomaton
+from .automaton import TokenAutomaton, derived_tables
 from .automaton_store import AutomatonStore
 from .schema import CompiledSchema, compile_json_schema
 
@@ -155,13 +155,9 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
     offsets[1:] = torch.from_numpy(np.cumsum(np.bincount(src, minlength=num_states)))
     tokens = torch.from_numpy(tok.astype(np.int32))
     next_states = torch.from_numpy(dst.astype(np.int32))
-    src_t = torch.from_numpy(src)
-    successors = torch.zeros(num_states, num_states, dtype=torch.bool)
-    successors[src_t, next_states.long()] = True
-    table = None
-    if num_states * vocab_size <= dense_limit:
-        table = torch.full((num_states, vocab_size), -1, dtype=torch.int32)
-        table[src_t, tokens.long()] = next_states
+    successors, table = derived_tables(
+        torch.from_numpy(src), tokens, next_states, num_states, vocab_size, dense_limit
+    )
     return TokenAutomaton(
         num_states=num_states,
         vocab_size=vocab_size,
