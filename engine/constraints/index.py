@@ -131,7 +131,7 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
     dst = np.fromiter(chain.from_iterable(r.values() for r in raw.values()), np.int64, len(src))
     keep = tok != end
     src, tok, dst = src[keep], tok[keep], dst[keep]
-    order = np.argsort(src * vocab_size + tok)  # by state, then token (pairs are unique)
+    order = np.argsort(src * vocab_size + tok, kind="stable")  # by state, then token (unique)
     src, tok, dst = src[order], tok[order], dst[order]
     dense = _breadth_first_ids(index.get_initial_state(), src, dst)
     done = len(dense)
@@ -146,7 +146,7 @@ def _from_index(index: Index, end: int, vocab_size: int, dense_limit: int) -> To
     src = np.concatenate([src, np.array([*finals, done], dtype=np.int64)])
     tok = np.concatenate([tok, np.full(len(finals) + 1, end, dtype=np.int64)])
     dst = np.concatenate([dst, np.full(len(finals) + 1, done, dtype=np.int64)])
-    order = np.argsort(src * vocab_size + tok)
+    order = np.argsort(src * vocab_size + tok, kind="stable")
     src, tok, dst = src[order], tok[order], dst[order]
     final = torch.zeros(num_states, dtype=torch.bool)
     final[finals] = True
