@@ -1,7 +1,7 @@
 """Token automata on disk: a schema is indexed once per machine, not once per process.
 
 Indexing a regex over the vocabulary is the slow part of compiling a schema
-(about a second for an action schema whose tool takes an email: the format's
+(0.8–0.9 s for an action schema whose tool takes an email: the format's
 bounded parts make ~2,000 states and 2.4 M transitions). ``ConstraintCompiler``
 keeps automata in memory for one process; an :class:`AutomatonStore` keeps them
 in a folder, so the next process — a CLI call, a restarted server, an eval —
