@@ -47,7 +47,7 @@ _STOP_TEXT = """a an the to of for on in at by with and or not is are be been wa
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
-_WORD = re.compile(r"[a-z]+")
+_WORD = re.compile(r"[^\W\d_]+")  # runs of letters, any script
 _QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 #: A token with a digit, ``@``, ``_``, or a ``.``/``-`` inside: an id, an address, a host.
 _VALUE_LIKE = re.compile(r"[0-9@_]|\w[.-]\w")

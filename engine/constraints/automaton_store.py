@@ -126,7 +126,7 @@ class AutomatonStore:
             finally:
                 Path(tmp).unlink(missing_ok=True)
             self._trim()
-        except OSError as exc:
+        except (OSError, SafetensorError, ValueError) as exc:
             logger.warning("cannot cache the automaton in %s: %s", self.directory, exc)
 
     def clear(self) -> None:

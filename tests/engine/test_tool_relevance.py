@@ -29,6 +29,7 @@ def test_identifiers_split_into_lower_case_words_without_stop_words() -> None:
     assert words("locate-shipment") == ["locate", "shipment"]
     assert words("get_order_by_ID") == ["order"]  # "get", "by" and "id" say nothing
     assert words("Could you please CHECK the disk") == ["check", "disk"]
+    assert words("Réserver une chambre") == ["réserver", "une", "chambre"]  # any script
 
 
 def test_words_match_their_inflections_and_long_shared_stems_only() -> None:
