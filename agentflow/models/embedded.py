@@ -125,7 +125,8 @@ class EmbeddedModel:
     or ``hybrid_options.prompt_cache``), 0 turns it off in every mode.
     ``tool_relevance``: when a tool name is scored whole, add this weight times the
     tool's word overlap with the request (:mod:`agentflow.engine.tool_relevance`;
-    docs/constraints.md, "Tool relevance"); 0 leaves tool choice to the model alone.
+    docs/constraints.md, "Tool relevance"); 0 leaves tool choice to the model alone. A
+    step's ``settings`` may set ``tool_relevance`` too.
     """
 
     def __init__(
@@ -351,12 +352,17 @@ class EmbeddedModel:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
         reason = str(request.settings.get("reason", "requested"))
-        settings = {k: v for k, v in request.settings.items() if k != "reason"}
+        weight = request.settings.get("tool_relevance", self.tool_relevance)
+        if not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"tool_relevance must be a finite number >= 0, got {weight!r}")
+        settings = {
+            k: v for k, v in request.settings.items() if k not in ("reason", "tool_relevance")
+        }
         prior = render_choice_prior(
             request.messages, request.tools, instructions=request.instructions
         )
         sources = copy_sources(request.messages)
-        preferred = tool_bonuses(last_request(request.messages), request.tools, self.tool_relevance)
+        preferred = tool_bonuses(last_request(request.messages), request.tools, float(weight))
         return _Job(
             prompt,
             dict(request.action_schema),

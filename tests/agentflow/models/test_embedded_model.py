@@ -8,6 +8,7 @@ usage, the constraint cache and the hybrid/AR paths.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -329,3 +330,18 @@ async def test_steps_keep_their_automata_in_the_cache_folder(
 def test_a_negative_tool_relevance_is_refused(dlm_path: Path) -> None:
     with pytest.raises(ValueError, match="tool_relevance"):
         EmbeddedModel(dlm_path, tool_relevance=-1.0)
+    model = EmbeddedModel(dlm_path)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, "Please cancel order 58213")
+    with pytest.raises(ValueError, match="tool_relevance"):
+        anyio.run(model.step, replace(req, settings={"tool_relevance": "high"}))
+
+
+def test_a_step_may_set_its_own_tool_relevance(dlm_path: Path) -> None:
+    model = EmbeddedModel(dlm_path, tool_relevance=0.0)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, "Please cancel order 58213")
+    job = model._job(replace(req, settings={"tool_relevance": 2.0, "temperature": 0.0}), None)
+    assert job.preferred == tool_bonuses("Please cancel order 58213", req.tools, 2.0)
+    assert job.settings == {"temperature": 0.0}  # not a decoding knob
+    assert model._job(req, None).preferred == {}
