@@ -146,7 +146,10 @@ class HybridEngine:
         on_block: BlockCallback | None = None,
         choice_priors: ChoicePriors = None,
     ) -> GenerationResult:
-        """Decode a prompt or a batch (rows one after another) in ``mode``; stats are :class:`HybridStats`.
+        """Decode a prompt or a batch in ``mode``; stats are :class:`HybridStats`.
+
+        Diffusion (``"diffusion"``, and ``"auto"``'s first attempt) decodes the batch's
+        rows together; draft/verify rounds go row by row.
 
         ``reason`` labels hybrid requests in the stats (e.g. ``"validation: ..."``
         when the runtime re-does a step whose action pydantic rejected). In
