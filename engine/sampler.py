@@ -348,6 +348,8 @@ class DiffusionEngine:
         re-does such rows); its constraint has advanced over the stopping block.
         """
         config = config or GenerationConfig()
+        if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
         t0 = time.perf_counter()
         cfg = self.model.config
         ids = encode_prompts(prompts, self.tokenizer)

@@ -599,6 +599,8 @@ def test_diffusion_stops_a_row_at_its_first_unsure_block() -> None:
             assert len(stopped.sequences[r]) % cfg.block_length == 0
             assert stopped.sequences[r] == plain.sequences[r][: len(stopped.sequences[r])]
     assert {row.low_confidence is None for row in stopped.stats.rows} == {True, False}
+    with pytest.raises(ValueError, match="min_confidence"):
+        engine.generate(AUTO_PROMPTS, cfg, min_confidence=1.5)
 
 
 @pytest.mark.parametrize("keep_confident", [False, True])
