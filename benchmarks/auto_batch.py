@@ -1,6 +1,6 @@
 """``mode="auto"`` over a batch of agent steps: one batched diffusion attempt vs a row at a time.
 
-    python benchmarks/auto_batch.py [--batch 8] [--batches 4] [--threads 2]
+    python benchmarks/auto_batch.py [--batch 8] [--batches 4] [--threads 2] [--mode auto]
 
 ``auto`` decodes each step by block diffusion and re-does the steps the drafter
 was unsure of in hybrid mode. Its diffusion attempts run as one batch (one
@@ -12,7 +12,8 @@ choices, tool relevance, choice priors), are decoded by the shipped pair in
 batch; the outputs must be equal. The prompt cache is off in both arms so that
 neither reads prompts the other wrote. Prints seconds per batch for each, the
 paired ratio and the share of steps re-done in hybrid mode; writes
-``benchmarks/results/auto_batch.json``.
+``benchmarks/results/auto_batch.json``. ``--mode diffusion`` or ``ar`` times
+those decoders the same way.
 """
 
 from __future__ import annotations
