@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 
@@ -218,11 +218,17 @@ class HybridEngine:
         bound = self.options.min_confidence if mode == "auto" else None
         snapshots = [c.checkpoint() if c is not None else None for c in cons]
         attempts = self._diffuse(
-            ids, cons, config, bound, on_block if bound is None else None, choice_priors, stats
+            ids,
+            cons,
+            snapshots,
+            config,
+            bound,
+            on_block if bound is None else None,
+            choice_priors,
+            stats,
         )
         out: list[list[int]] = []
         for r, (seq, row, why) in enumerate(attempts):
-            row.prompt_tokens = len(ids[r])
             stats.rows[r] = row
             if why is None:
                 stats.path_tokens["diffusion"] += len(seq)
@@ -267,6 +273,7 @@ class HybridEngine:
         self,
         ids: list[list[int]],
         cons: list[DecodeConstraint | None],
+        snapshots: list[Any],
         config: GenerationConfig,
         bound: float | None,
         on_block: BlockCallback | None,
@@ -276,8 +283,7 @@ class HybridEngine:
         """Each row's diffusion output, its stats and why it must be re-done (None: it
         need not), the rows decoded as one batch. A block infeasible under some row's
         constraint stops the batch; then (``bound`` set) each row is decoded alone, so
-        that only that row is re-done."""
-        snapshots = [c.checkpoint() if c is not None else None for c in cons]
+        that only that row is re-done. ``snapshots``: each session's checkpoint before."""
         try:
             res = self.diffusion.generate(
                 ids,
@@ -299,7 +305,9 @@ class HybridEngine:
             for r in range(len(ids)):
                 prior = None if choice_priors is None else [choice_priors[r]]
                 row_config = replace(config, seed=config.row_seed(r))
-                alone += self._diffuse([ids[r]], [cons[r]], row_config, bound, None, prior, stats)
+                alone += self._diffuse(
+                    [ids[r]], [cons[r]], [snapshots[r]], row_config, bound, None, prior, stats
+                )
             return alone
         stats.draft_nfe += res.stats.nfe
         return [

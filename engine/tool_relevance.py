@@ -117,6 +117,17 @@ def relevance(request: str, tools: Sequence[DescribedTool]) -> dict[str, float]:
     return out
 
 
+def check_weight(weight: object, name: str = "tool relevance weight") -> float:
+    """``weight`` as a float; ValueError naming ``name`` unless it is a finite number >= 0."""
+    if (
+        isinstance(weight, bool)
+        or not isinstance(weight, (int, float))
+        or not (math.isfinite(weight) and weight >= 0)
+    ):
+        raise ValueError(f"{name} must be a finite number >= 0, got {weight!r}")
+    return float(weight)
+
+
 def tool_bonuses(
     request: str, tools: Iterable[DescribedTool], weight: float = DEFAULT_WEIGHT
 ) -> dict[str, float]:
@@ -124,8 +135,7 @@ def tool_bonuses(
     every listed tool (0 for those the request shares no word with), or an empty
     dict when it shares none with any, fewer than two tools are listed or
     ``weight`` is 0."""
-    if weight < 0 or not math.isfinite(weight):
-        raise ValueError(f"tool relevance weight must be a finite number >= 0, got {weight}")
+    weight = check_weight(weight)
     listed = list(tools)
     if weight == 0 or len(listed) < 2:
         return {}

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -124,11 +123,12 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    if not (math.isfinite(args.tool_relevance) and args.tool_relevance >= 0):
-        print(
-            f"agentflow eval: --tool-relevance must be a number >= 0, got {args.tool_relevance}",
-            file=sys.stderr,
-        )
+    from agentflow.engine.tool_relevance import check_weight
+
+    try:
+        check_weight(args.tool_relevance, "--tool-relevance")
+    except ValueError as exc:
+        print(f"agentflow eval: {exc}", file=sys.stderr)
         return 2
     baseline = None
     if args.compare is not None:  # checked before decoding anything

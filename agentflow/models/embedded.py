@@ -34,7 +34,7 @@ from agentflow.engine.chat_template import (
     render_choice_prior,
     render_prompt,
 )
-from agentflow.engine.tool_relevance import DEFAULT_WEIGHT, tool_bonuses
+from agentflow.engine.tool_relevance import DEFAULT_WEIGHT, check_weight, tool_bonuses
 
 from .base import (
     ActionParseError,
@@ -147,8 +147,7 @@ class EmbeddedModel:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         if prompt_cache is not None and prompt_cache < 0:
             raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
-        if not (math.isfinite(tool_relevance) and tool_relevance >= 0):
-            raise ValueError(f"tool_relevance must be a finite number >= 0, got {tool_relevance}")
+        check_weight(tool_relevance, "tool_relevance")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
@@ -352,9 +351,9 @@ class EmbeddedModel:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
         reason = str(request.settings.get("reason", "requested"))
-        weight = request.settings.get("tool_relevance", self.tool_relevance)
-        if not isinstance(weight, (int, float)) or not (math.isfinite(weight) and weight >= 0):
-            raise ValueError(f"tool_relevance must be a finite number >= 0, got {weight!r}")
+        weight = check_weight(
+            request.settings.get("tool_relevance", self.tool_relevance), "tool_relevance"
+        )
         settings = {
             k: v for k, v in request.settings.items() if k not in ("reason", "tool_relevance")
         }
@@ -362,7 +361,7 @@ class EmbeddedModel:
             request.messages, request.tools, instructions=request.instructions
         )
         sources = copy_sources(request.messages)
-        preferred = tool_bonuses(last_request(request.messages), request.tools, float(weight))
+        preferred = tool_bonuses(last_request(request.messages), request.tools, weight)
         return _Job(
             prompt,
             dict(request.action_schema),

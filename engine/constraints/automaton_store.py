@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .automaton import TokenAutomaton, derived_tables
@@ -181,8 +181,6 @@ def _write(path: Path, a: TokenAutomaton) -> None:
 
 
 def _read(path: Path, dense_limit: int) -> TokenAutomaton:
-    from safetensors import safe_open
-
     with safe_open(str(path), framework="pt") as f:
         meta = f.metadata() or {}
     if meta.get("format") != str(FORMAT):

@@ -64,5 +64,6 @@ def test_bonuses_are_weighted_and_given_only_where_the_request_names_a_tool() ->
     assert tool_bonuses("tracking", TOOLS, weight=0.0) == {}
     assert tool_bonuses("tracking", TOOLS[3:], weight=1.0) == {}  # one tool: nothing to choose
     assert tool_bonuses("hello there", TOOLS) == {}
-    with pytest.raises(ValueError, match="weight"):
-        tool_bonuses("tracking", TOOLS, weight=-1.0)
+    for bad in (-1.0, float("nan"), True, "4"):
+        with pytest.raises(ValueError, match="weight"):
+            tool_bonuses("tracking", TOOLS, weight=bad)  # type: ignore[arg-type]

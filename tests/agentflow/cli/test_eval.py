@@ -54,7 +54,7 @@ def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) ->
 
 def test_eval_rejects_a_negative_tool_relevance(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--modes", "ar", "-n", "1", "--tool-relevance", "-1"]) == 2
-    assert "--tool-relevance must be a number >= 0" in capsys.readouterr().err
+    assert "--tool-relevance must be a finite number >= 0" in capsys.readouterr().err
 
 
 def test_eval_rejects_an_unknown_split(capsys: pytest.CaptureFixture[str]) -> None:
