@@ -6,8 +6,9 @@ request's own words often name the tool outright ("check sshd's *journal*" →
 scored by the words of its name (``snake_case``, ``camelCase`` and ``kebab-case``
 split) and description (half as much: prose, with generic verbs) that the
 request also uses, each word weighted by how few of the listed tools use it (an
-inverse document frequency over the tool list: "order" in every support tool's
-description says little). Words match
+inverse document frequency over the tool list, scaled to 1 for a word only one
+tool uses so that a long tool list does not make the words outweigh the model:
+"order" in every support tool's description says little). Words match
 when equal, when one inflects the other (``refund``/``refunds``,
 ``track``/``tracking``) or when they share their first six letters; quoted text
 and value-like tokens of the request (ids, hosts, emails) are arguments and
@@ -27,10 +28,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-#: Log-space bonus per unit of relevance (a name word every listed tool uses is
-#: worth ``log 2``): ``EmbeddedModel``'s default (``agentflow eval --tool-relevance``
-#: is off unless given).
-DEFAULT_WEIGHT = 4.0
+#: Log-space bonus per unit of relevance (a name word no other listed tool uses is
+#: one unit): ``EmbeddedModel``'s default (``agentflow eval --tool-relevance`` is off
+#: unless given).
+DEFAULT_WEIGHT = 7.0
 
 #: A description word counts this much of a name word: descriptions are prose,
 #: with generic verbs ("send money back", "show the status of an invoice").
@@ -101,18 +102,20 @@ def tool_words(tool: DescribedTool) -> dict[str, float]:
 
 def relevance(request: str, tools: Sequence[DescribedTool]) -> dict[str, float]:
     """Each tool's relevance to ``request``: the sum, over its words the request
-    uses, of the word's weight times ``log(1 + n / df)`` (``n`` tools listed, ``df``
-    of them using the word)."""
+    uses, of the word's weight times ``log(1 + n / df) / log(1 + n)`` (``n`` tools
+    listed, ``df`` of them using the word): 1 for a name word no other tool uses,
+    less the more tools share it, whatever the number of tools."""
     said = set(request_words(request))
     vocab = [tool_words(t) for t in tools]
     n = len(tools)
+    scale = math.log(1.0 + n)
     out: dict[str, float] = {}
     for tool, own in zip(tools, vocab, strict=True):
         score = 0.0
         for w, weight in own.items():
             if any(same_word(w, r) for r in said):
                 df = sum(1 for other in vocab if any(same_word(w, x) for x in other))
-                score += weight * math.log(1.0 + n / df)
+                score += weight * math.log(1.0 + n / df) / scale
         out[tool.name] = score
     return out
 

@@ -46,11 +46,18 @@ def test_quoted_text_and_values_are_arguments_not_request_words() -> None:
 
 def test_a_word_many_tools_share_counts_less_than_a_rare_one() -> None:
     scores = relevance("turn off login for the order", TOOLS)
-    # "login" names one tool; "order" is in two tools' words.
-    assert scores["deactivateLogin"] == pytest.approx(math.log(1 + 4 / 1))
-    assert scores["find_order"] == pytest.approx(math.log(1 + 4 / 2))
-    assert scores["locate-shipment"] == pytest.approx(DESCRIPTION_WEIGHT * math.log(1 + 4 / 2))
+    # "login" names one tool: one unit; "order" is in two tools' words.
+    shared = math.log(1 + 4 / 2) / math.log(1 + 4)
+    assert scores["deactivateLogin"] == pytest.approx(1.0)
+    assert scores["find_order"] == pytest.approx(shared)
+    assert scores["locate-shipment"] == pytest.approx(DESCRIPTION_WEIGHT * shared)
     assert scores["credentials_recover"] == 0.0
+
+
+def test_a_long_tool_list_does_not_make_a_word_weigh_more() -> None:
+    many = [*TOOLS, *(ToolSpec(f"tool_{i}", "Does something else") for i in range(40))]
+    assert relevance("turn off login", many)["deactivateLogin"] == pytest.approx(1.0)
+    assert relevance("turn off login", TOOLS[:2])["deactivateLogin"] == pytest.approx(1.0)
 
 
 def test_bonuses_are_weighted_and_given_only_where_the_request_names_a_tool() -> None:
@@ -59,7 +66,7 @@ def test_bonuses_are_weighted_and_given_only_where_the_request_names_a_tool() ->
         "credentials_recover": 0.0,
         "deactivateLogin": 0.0,
         "find_order": 0.0,
-        "locate-shipment": pytest.approx(2.0 * DESCRIPTION_WEIGHT * math.log(5)),
+        "locate-shipment": pytest.approx(2.0 * DESCRIPTION_WEIGHT),  # "tracking": one tool
     }
     assert tool_bonuses("tracking", TOOLS, weight=0.0) == {}
     assert tool_bonuses("tracking", TOOLS[3:], weight=1.0) == {}  # one tool: nothing to choose
