@@ -39,7 +39,6 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
-from .choice_scoring import ChoicePrior
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import Segment, left_pad
 from .generation import GenerationConfig, end_index
@@ -63,10 +62,6 @@ class Draft:
     forced_after: dict[int, list[int]] = field(default_factory=dict)
     #: Drafter forward passes spent on this draft.
     nfe: int = 0
-    #: Lowest confidence of a token the model committed (forced ones excluded); 1.0 if none.
-    min_confidence: float = 1.0
-    #: Tokens filled by the constraint's jump-forward.
-    forced: int = 0
 
 
 def grow_cache(cache: KVCache, need: int) -> None:
@@ -214,12 +209,8 @@ class Drafter:
         *,
         seed: int | None,
         block_index: int,
-        prior: ChoicePrior | None = None,
     ) -> Draft:
-        """A block of ``length`` by multi-step denoising; the constraint is not advanced.
-
-        ``prior`` calibrates closed choices under ``config.score_choices``.
-        """
+        """A block of ``length`` by multi-step denoising; the constraint is not advanced."""
         cache = self._start(length)
         block = self._masked_block(length)
         cfg = replace(config, max_new_tokens=length, block_length=length)
@@ -233,21 +224,11 @@ class Drafter:
             seeds=[seed],
             block_index=block_index,
             finish=False,
-            priors=[prior],
         )
         self._carry = res.pending.slice(0, res.pending.length - length)
         self._remember_prompt()
         tokens = cut_after_end(res.tokens[0].tolist(), self.model.config.end_token_ids)
-        n = len(tokens)
-        forced = res.forced[0, :n]
-        conf = res.confidence[0, :n][~forced]
-        return Draft(
-            tokens=tokens,
-            probs=[None] * n,
-            nfe=res.nfe,
-            min_confidence=float(conf.min()) if conf.numel() else 1.0,
-            forced=int(forced.sum()),
-        )
+        return Draft(tokens=tokens, probs=[None] * len(tokens), nfe=res.nfe)
 
     def _block_logits(self, length: int) -> Tensor:
         """One forward pass over [pending + masked block]; the block's logits fp32 [L, V]."""
@@ -328,7 +309,6 @@ class Drafter:
                     constraint.advance(forced)
                     tokens += forced
                     draft.probs += [None] * len(forced)
-                    draft.forced += len(forced)
         finally:
             if constraint is not None:
                 constraint.rollback(snapshot)
