@@ -101,13 +101,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="agentflow-demo-") as tmp:
         db_path = args.db if args.db is not None else Path(tmp) / "shop.db"
         agent = build_agent(db_path, model=model)
-        mode = args.mode
-        if mode is None and args.model in (None, "agentflow-tiny-dlm"):
-            # The packaged pair: diffusion where the drafter is confident, the verifier
-            # where it is not (docs/decisions.md, "The demo decodes in auto mode").
-            mode = "auto"
-        if mode is not None:
-            agent.mode = mode
+        # Unless --mode says otherwise, the model's own default: auto for the packaged
+        # pair (docs/decisions.md, "The packaged pair decodes in auto mode by default").
+        if args.mode is not None:
+            agent.mode = args.mode
         if not args.json:
             print(f"customer: {args.message}")
         try:

@@ -111,6 +111,9 @@ class EmbeddedModel:
     ``model``: a packaged model name or a checkpoint folder. ``verifier``: an
     autoregressive checkpoint for ``mode="ar"``, ``"hybrid"`` and ``"auto"``
     (with the packaged drafter, the packaged ``agentflow-tiny-ar`` by default).
+    ``mode``: how steps decode unless a step says otherwise; by default ``"auto"``
+    when there is a verifier (the packaged drafter brings its own; docs/decisions.md,
+    "The packaged pair decodes in auto mode by default"), ``"diffusion"`` otherwise.
     ``generation``: default decoding knobs (:class:`GenerationConfig`); a step's
     ``settings`` may override any of its fields (``temperature``, ``seed``, ...).
     By default greedy steps score a tool name (or an enum value) whole against the
@@ -134,7 +137,7 @@ class EmbeddedModel:
         model: str | Path = "agentflow-tiny-dlm",
         *,
         verifier: str | Path | None = None,
-        mode: DecodingMode = "diffusion",
+        mode: DecodingMode | None = None,
         generation: GenerationConfig | None = None,
         device: str = "cpu",
         batch_window_s: float = 0.002,
@@ -143,6 +146,8 @@ class EmbeddedModel:
         prompt_cache: int | None = None,
         tool_relevance: float = TOOL_RELEVANCE,
     ) -> None:
+        if mode is None:
+            mode = "auto" if verifier is not None or str(model) == _PACKAGED_DRAFTER else "diffusion"
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         if prompt_cache is not None and prompt_cache < 0:

@@ -230,6 +230,16 @@ def test_bad_modes_are_rejected(dlm_path: Path) -> None:
         anyio.run(model.step, request(agent))
 
 
+def test_the_default_mode_is_auto_when_a_verifier_comes_with_the_model(
+    dlm_path: Path, ar_path: Path
+) -> None:
+    # Nothing loads at construction: this only checks the rule.
+    assert EmbeddedModel().mode == "auto"  # the packaged drafter brings its verifier
+    assert EmbeddedModel(dlm_path, verifier=ar_path).mode == "auto"
+    assert EmbeddedModel(dlm_path).mode == "diffusion"  # a drafter alone
+    assert EmbeddedModel(mode="diffusion").mode == "diffusion"  # an explicit mode wins
+
+
 @pytest.mark.anyio
 async def test_the_packaged_drafter_brings_the_packaged_verifier() -> None:
     model = EmbeddedModel(mode="hybrid", generation=GenerationConfig(max_new_tokens=16))
