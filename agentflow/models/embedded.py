@@ -147,7 +147,9 @@ class EmbeddedModel:
         tool_relevance: float = TOOL_RELEVANCE,
     ) -> None:
         if mode is None:
-            mode = "auto" if verifier is not None or str(model) == _PACKAGED_DRAFTER else "diffusion"
+            mode = (
+                "auto" if verifier is not None or str(model) == _PACKAGED_DRAFTER else "diffusion"
+            )
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
         if prompt_cache is not None and prompt_cache < 0:
