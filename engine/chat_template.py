@@ -4,7 +4,7 @@ One function renders a conversation for the embedded models, so the training
 corpus and the runtime can never drift apart. The layout:
 
     <|system|>{instructions}
-    <|tools|>{one signature line per tool}
+    <|tools|>{one signature line per tool}{a final: line for a structured output}
     <|user|>{text}
     <|assistant|>{action JSON}<|end|>
     <|tool|>{tool name}: {result JSON}
@@ -154,19 +154,45 @@ def render_tool(tool: ToolSpec) -> str:
     return line
 
 
+def render_output(schema: Mapping[str, Any] | None) -> str | None:
+    """The line that tells the model the shape of a structured final output:
+    ``final: {status: "ok"|"warning", summary: string} - description. Fields: ...``.
+    None for a plain-text answer (no schema, or a string schema)."""
+    if schema is None or _resolve(schema, schema).get("type") == "string":
+        return None
+    line = f"final: {render_type(schema)}"
+    body = _resolve(schema, schema)
+    if body.get("description"):
+        line += f" - {' '.join(str(body['description']).split())}"
+    notes = []
+    for name, sub in body.get("properties", {}).items():
+        desc = _resolve(sub, schema).get("description") if isinstance(sub, Mapping) else None
+        if desc:
+            notes.append(f"{name}: {' '.join(str(desc).split())}")
+    if notes:
+        line += " Fields: " + "; ".join(notes)
+    return line
+
+
 def render_prompt(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolSpec] = (),
     *,
     instructions: str | None = None,
+    output: Mapping[str, Any] | None = None,
     add_generation_prompt: bool = True,
 ) -> str:
-    """Render a conversation in the embedded template; ends with ``<|assistant|>`` when asked."""
+    """Render a conversation in the embedded template; ends with ``<|assistant|>`` when asked.
+
+    ``output``: the JSON Schema of a structured final output, shown as one more line
+    of the tools block (:func:`render_output`); None (plain text) adds nothing."""
     out: list[str] = []
     if instructions:
         out.append(f"{SYSTEM}{instructions.strip()}\n")
-    if tools:
-        out.append(TOOLS + "".join(render_tool(t) + "\n" for t in tools))
+    output_line = render_output(output)
+    if tools or output_line:
+        lines = [render_tool(t) for t in tools] + ([output_line] if output_line else [])
+        out.append(TOOLS + "".join(line + "\n" for line in lines))
     for msg in messages:
         if msg.role == "assistant":
             out.append(f"{ASSISTANT}{msg.content}{END}\n")
@@ -184,6 +210,7 @@ def render_choice_prior(
     tools: Sequence[ToolSpec] = (),
     *,
     instructions: str | None = None,
+    output: Mapping[str, Any] | None = None,
 ) -> str | None:
     """The conversation without its request (the last user message), rendered like
     :func:`render_prompt`: the prior that closed choices are calibrated against
@@ -192,7 +219,7 @@ def render_choice_prior(
     if not users:
         return None
     rest = [m for i, m in enumerate(messages) if i != users[-1]]
-    return render_prompt(rest, tools, instructions=instructions)
+    return render_prompt(rest, tools, instructions=instructions, output=output)
 
 
 def last_request(messages: Sequence[ChatMessage]) -> str:

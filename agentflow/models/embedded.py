@@ -356,7 +356,10 @@ class EmbeddedModel:
         mode = request.mode or self.mode
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
-        prompt = render_prompt(request.messages, request.tools, instructions=request.instructions)
+        output = request.output_schema
+        prompt = render_prompt(
+            request.messages, request.tools, instructions=request.instructions, output=output
+        )
         reason = str(request.settings.get("reason", "requested"))
         weight = check_weight(
             request.settings.get("tool_relevance", self.tool_relevance), "tool_relevance"
@@ -365,7 +368,7 @@ class EmbeddedModel:
             k: v for k, v in request.settings.items() if k not in ("reason", "tool_relevance")
         }
         prior = render_choice_prior(
-            request.messages, request.tools, instructions=request.instructions
+            request.messages, request.tools, instructions=request.instructions, output=output
         )
         sources = copy_sources(request.messages)
         preferred = tool_bonuses(last_request(request.messages), request.tools, weight)

@@ -10,12 +10,13 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import jsonschema
 import pytest
 import torch
+from pydantic import BaseModel
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
@@ -228,6 +229,18 @@ def test_bad_modes_are_rejected(dlm_path: Path) -> None:
     agent = Agent("a", model=model)
     with pytest.raises(ValueError, match="needs an autoregressive verifier"):
         anyio.run(model.step, request(agent))
+
+
+def test_a_typed_output_is_shown_to_the_model(embedded: EmbeddedModel) -> None:
+    class Report(BaseModel):
+        status: Literal["ok", "warning"]
+        summary: str
+
+    typed = Agent("report", "Report.", [get_order], model=embedded, output_type=Report)
+    job = embedded._job(request(typed), None)
+    assert 'final: {status: "ok"|"warning", summary: string}' in job.prompt
+    assert job.prior is not None and "final: {" in job.prior
+    assert "final: {" not in embedded._job(request(support_agent(embedded)), None).prompt
 
 
 def test_the_default_mode_is_auto_when_a_verifier_comes_with_the_model(
