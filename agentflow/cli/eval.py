@@ -61,6 +61,12 @@ def add_parser(subparsers: Any) -> None:
         help="with --score-choices: add W x each tool's word overlap with the request to its "
         "name's score (agentflow.engine.tool_relevance; default 0: off)",
     )
+    parser.add_argument(
+        "--structured",
+        action="store_true",
+        help="evaluate answers that are JSON objects of a schema the prompt shows "
+        "(a set of their own: every case an answer after a tool result)",
+    )
     parser.add_argument("--batch-size", type=int, default=1, help="cases decoded together")
     parser.add_argument(
         "--no-constraint", action="store_true", help="decode without the action constraint"
@@ -187,6 +193,7 @@ def run(args: argparse.Namespace) -> int:
         copy_within_text=args.copy_within_text,
         min_prompt_tokens=args.min_prompt_tokens,
         tool_relevance=args.tool_relevance,
+        structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))
     print(format_table(report.summary))

@@ -47,12 +47,15 @@ class Augmentation:
     more_parallel: float = 0.0  # a single-call conversation is drawn as a parallel-call one instead
     more_extras: float = 0.0  # a result gains 2-5 of the usual extra fields, may lose others
     more_connectors: float = 0.0  # two requests are joined by a phrasing.MORE_CONNECTORS joiner
+    structured_finals: float = (
+        0.0  # an answer after a tool result is a JSON object (structured_finals.py)
+    )
 
 
 #: What the training split uses.
 TRAINING = Augmentation()
 #: What the held-out split uses: nothing.
-NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:

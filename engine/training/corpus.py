@@ -35,6 +35,7 @@ from . import augment, phrasing, tool_results
 from .augment import Augmentation
 from .concepts import Concept, Param, Split, split_pool
 from .slots import Drawn
+from .structured_finals import structured_output
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
@@ -58,14 +59,22 @@ class Sample:
     final: str | None = None
     # Argument surfaces that must appear verbatim in the last user message.
     copied: tuple[str, ...] = field(default=())
+    #: The JSON Schema of a structured final output (kind ``structured``), and the
+    #: expected output; None for a text answer.
+    output_schema: dict[str, Any] | None = None
+    output: dict[str, Any] | None = None
 
     def prompt(self) -> str:
         """The rendered context, ending with ``<|assistant|>``."""
-        return render_prompt(self.messages, self.tools, instructions=self.instructions)
+        return render_prompt(
+            self.messages, self.tools, instructions=self.instructions, output=self.output_schema
+        )
 
     def choice_prior(self) -> str | None:
         """The context without the request (``GenerationConfig.score_choices``)."""
-        return render_choice_prior(self.messages, self.tools, instructions=self.instructions)
+        return render_choice_prior(
+            self.messages, self.tools, instructions=self.instructions, output=self.output_schema
+        )
 
 
 @dataclass
@@ -249,6 +258,8 @@ class CorpusGenerator:
                 copied=tuple(req.copied),
             )
         name = req.calls[0][0]
+        output_schema: dict[str, Any] | None = None
+        output: Any = None
         if rng.random() < 0.1:
             error = rng.choice(phrasing.ERROR_RESULTS).format(tool=name, n=rng.choice((5, 10, 30)))
             result: dict[str, Any] = {"error": error}
@@ -262,6 +273,15 @@ class CorpusGenerator:
             elif self._chance(self.augmentation.more_extras):
                 quoted = _PLACEHOLDER.findall(template)
                 result = tool_results.with_more_extras(rng, result, quoted)
+            if not history and self._chance(self.augmentation.structured_finals):
+                output_schema, output = structured_output(
+                    rng,
+                    self.split,
+                    result,
+                    answer,
+                    _PLACEHOLDER.findall(template),
+                    lambda: first.result(rng, req.by_role[0]),
+                )
         messages += [
             ChatMessage("assistant", format_tool_calls(req.calls)),
             ChatMessage("tool", compact_json(result), name=name),
@@ -269,11 +289,13 @@ class CorpusGenerator:
         return Sample(
             self.tools.specs(tools),
             tuple(messages),
-            format_final(answer),
+            format_final(answer if output is None else output),
             first.domain,
-            "final",
+            "final" if output is None else "structured",
             self._instructions(),
             final=answer,
+            output_schema=output_schema,
+            output=output,
         )
 
     def _history(self, tools: list[Tool]) -> list[ChatMessage]:

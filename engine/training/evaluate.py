@@ -19,7 +19,11 @@ Metrics (per mode, overall, per domain and per kind of turn):
 - ``faithful_final``: stricter: they quote every result value the reference answer uses
   (the status *and* the order id, not just the id);
 - ``ms_per_step``: wall time of one step (one action) at the given batch size, and tokens per forward;
-- ``hybrid_served``: ``auto`` only: the cases the hybrid fallback decoded.
+- ``hybrid_served``: ``auto`` only: the cases the hybrid fallback decoded;
+- ``structured_values`` / ``structured_exact`` (``structured=True``: answers after a
+  tool result that are JSON objects of a schema the prompt shows): every field the
+  result fills (all but the answer sentence) equals the expected value / the whole
+  object does.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import statistics
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,6 +42,7 @@ import jsonschema
 
 from ..chat_template import copy_sources
 from ..generation import GenerationConfig
+from . import augment
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
 from .long_prompts import lengthened
@@ -72,6 +77,9 @@ class CaseResult:
     faithful_final: bool | None = None
     #: The mode that produced the text when ``auto`` chose it (``"diffusion"`` or ``"hybrid"``).
     served: str | None = None
+    #: Structured answers only: the fields copied from the result / the whole object are right.
+    structured_values: bool | None = None
+    structured_exact: bool | None = None
 
 
 @dataclass
@@ -90,7 +98,9 @@ class EvalReport:
         }
 
 
-def eval_cases(n: int, seed: int = 1234, split: Split = "heldout") -> list[Sample]:
+def eval_cases(
+    n: int, seed: int = 1234, split: Split = "heldout", *, structured: bool = False
+) -> list[Sample]:
     """``n`` evaluation samples: held-out ones by default (the default seed differs
     from training's data seed too).
 
@@ -98,14 +108,26 @@ def eval_cases(n: int, seed: int = 1234, split: Split = "heldout") -> list[Sampl
     the same pools the models were trained on, new conversations. Scores there
     against the held-out ones tell an under-trained model (low on both) from one
     that does not generalize to unseen names and phrasings (high, then low).
+
+    ``structured=True`` draws ``n`` answers after a tool result that are JSON objects
+    (:mod:`.structured_finals`) instead: a set of its own, the usual split untouched.
     """
-    return list(CorpusGenerator(split, seed).samples(n))
+    if not structured:
+        return list(CorpusGenerator(split, seed).samples(n))
+    base = augment.TRAINING if split == "train" else augment.NONE
+    gen = CorpusGenerator(split, seed, replace(base, structured_finals=1.0))
+    out: list[Sample] = []
+    while len(out) < n:
+        sample = gen.sample()
+        if sample.kind == "structured":
+            out.append(sample)
+    return out
 
 
 def _action_schema(sample: Sample) -> dict[str, Any]:
     from ..constraints import action_schema
 
-    return action_schema(list(sample.tools), None, parallel_calls=True)
+    return action_schema(list(sample.tools), sample.output_schema, parallel_calls=True)
 
 
 def _canonical_calls(calls: Sequence[tuple[str, Any]]) -> Counter[str]:
@@ -145,6 +167,14 @@ def score(sample: Sample, text: str, schema: dict[str, Any]) -> dict[str, Any]:
         needed = [v for v in values if _quotes(sample.final or "", v)]
         if needed:
             faithful = isinstance(answer, str) and all(_quotes(answer, v) for v in needed)
+    values_right: bool | None = None
+    exact_output: bool | None = None
+    if sample.output is not None:
+        got = action.get("final") if is_final and isinstance(action, dict) else None
+        exact_output = got == sample.output
+        values_right = isinstance(got, dict) and all(
+            k in got and got[k] == v for k, v in sample.output.items() if v != sample.final
+        )
     return {
         "expects_calls": expects_calls,
         "valid_json": valid,
@@ -153,6 +183,8 @@ def score(sample: Sample, text: str, schema: dict[str, Any]) -> dict[str, Any]:
         "final_choice": (not expects_calls) and is_final,
         "grounded_final": grounded,
         "faithful_final": faithful,
+        "structured_values": values_right,
+        "structured_exact": exact_output,
     }
 
 
@@ -226,6 +258,7 @@ def evaluate(
     copy_within_text: bool = False,
     min_prompt_tokens: int = 0,
     tool_relevance: float = 0.0,
+    structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
     in each mode and score them; ``canonical`` goes to the constraint sessions, and
@@ -234,11 +267,12 @@ def evaluate(
     ``min_prompt_tokens`` puts earlier exchanges in front of each case until its
     prompt is that long (:mod:`.long_prompts`). ``tool_relevance`` (a weight; 0:
     off) adds each tool's relevance to the request to its name's score
-    (:mod:`agentflow.engine.tool_relevance`)."""
+    (:mod:`agentflow.engine.tool_relevance`). ``structured`` evaluates answers that
+    are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     samples = lengthened(
-        eval_cases(n, seed, split),
+        eval_cases(n, seed, split, structured=structured),
         min_prompt_tokens,
         lambda text: len(tokenizer.encode(text)),
         seed=seed,
@@ -317,6 +351,7 @@ def evaluate(
         "copy_within_text": copy_within_text,
         "min_prompt_tokens": min_prompt_tokens,
         "tool_relevance": tool_relevance,
+        "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
     }
@@ -373,6 +408,12 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, dict[str, dict[str, fl
                 "ms_per_step": round(1000 * statistics.mean(r.seconds for r in group), 1),
                 "tokens_per_forward": round(tokens / forwards, 2) if forwards else float("nan"),
                 "hybrid_served": _rate(served),
+                "structured_values": _rate(
+                    [r.structured_values for r in group if r.structured_values is not None]
+                ),
+                "structured_exact": _rate(
+                    [r.structured_exact for r in group if r.structured_exact is not None]
+                ),
             }
     return out
 
@@ -390,6 +431,8 @@ def format_table(summary: dict[str, dict[str, dict[str, float]]]) -> str:
         "ms_per_step",
         "tokens_per_forward",
         "hybrid_served",
+        "structured_values",
+        "structured_exact",
     )
     nan = float("nan")  # reports written before a column existed lack it
     head = f"{'mode':<10} {'group':<13} " + " ".join(f"{c:>14}" for c in cols)

@@ -34,7 +34,7 @@ def heldout_samples() -> list[Sample]:
 
 def _check(sample: Sample) -> None:
     action = json.loads(sample.target)
-    schema = build_action_schema(sample.tools, None)
+    schema = build_action_schema(sample.tools, sample.output_schema)
     jsonschema.validate(action, schema)
     if "tool_calls" in action:
         got = [(c["name"], c["arguments"]) for c in action["tool_calls"]]
@@ -47,6 +47,8 @@ def _check(sample: Sample) -> None:
         user = [m.content for m in sample.messages if m.role == "user"][-1]
         for surface in sample.copied:
             assert surface in user, (surface, user)
+    elif sample.output is not None:
+        assert action["final"] == sample.output
     else:
         assert action["final"] == sample.final
 
@@ -297,3 +299,42 @@ def test_the_heldout_split_never_changes() -> None:
     for sample in CorpusGenerator("heldout", 0).samples(100):
         digest.update((sample.prompt() + sample.target).encode())
     assert digest.hexdigest() == "16c0fb7ba12be5e242bfd39530a882a3f30d94fe50a9c6c5fbb9c2d35bb990d3"
+
+
+def _structured(split: str, seed: int, n: int) -> list[Sample]:
+    base = augment.TRAINING if split == "train" else augment.NONE
+    gen = CorpusGenerator(split, seed, dataclasses.replace(base, structured_finals=1.0))  # type: ignore[arg-type]
+    return [s for s in gen.samples(n) if s.kind == "structured"]
+
+
+def test_structured_answers_copy_the_result_into_an_object_the_prompt_describes() -> None:
+    samples = _structured("train", 4, 300)
+    assert len(samples) > 30
+    for sample in samples:
+        _check(sample)  # a valid action whose final is the expected object
+        assert sample.output_schema is not None and sample.output is not None
+        assert list(sample.output) == list(sample.output_schema["properties"])
+        final_line = [ln for ln in sample.prompt().splitlines() if ln.startswith("final: {")]
+        assert len(final_line) == 1
+        result = json.loads([m.content for m in sample.messages if m.role == "tool"][-1])
+        for key, value in sample.output.items():
+            # each field is the answer sentence, an empty list, or one of the result's values
+            assert value == sample.final or value == [] or value in result.values(), key
+    enums = [p for s in samples for p in s.output_schema["properties"].values() if "enum" in p]  # type: ignore[union-attr]
+    assert enums and all(not any(c.isdigit() for v in p["enum"] for c in v) for p in enums)
+
+
+def test_structured_answers_name_their_fields_from_split_pools() -> None:
+    from agentflow.engine.training.structured_finals import TEXT_KEYS
+
+    def text_keys(samples: list[Sample]) -> set[str]:
+        # the field that holds the answer sentence (a copied field keeps its result key)
+        return {k for s in samples for k, v in (s.output or {}).items() if v == s.final}
+
+    train, held = text_keys(_structured("train", 5, 300)), text_keys(_structured("heldout", 5, 300))
+    assert held and train and not held & train
+    assert held <= set(split_pool(TEXT_KEYS, "heldout"))
+
+
+def test_structured_answers_stay_off_unless_asked() -> None:
+    assert not any(s.kind == "structured" for s in CorpusGenerator("train", 1).samples(300))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,35 @@ def test_a_faithful_answer_quotes_every_value_the_reference_uses() -> None:
     assert wrong["grounded_final"] is True and wrong["faithful_final"] is False
     # a value inside a longer word does not count
     assert _score(FINAL, format_final("Order 582134 is shipped."))["faithful_final"] is False
+
+
+STRUCTURED = dataclasses.replace(
+    FINAL,
+    target=format_final({"status": "shipped", "summary": "Order 58213 is shipped."}),
+    kind="structured",
+    output_schema={
+        "type": "object",
+        "properties": {"status": {"enum": ["shipped", "pending"]}, "summary": {"type": "string"}},
+        "required": ["status", "summary"],
+    },
+    output={"status": "shipped", "summary": "Order 58213 is shipped."},
+)
+
+
+def test_a_structured_answer_is_scored_by_its_fields() -> None:
+    schema = action_schema(list(STRUCTURED.tools), STRUCTURED.output_schema)
+    right = score(STRUCTURED, STRUCTURED.target, schema)
+    assert right["valid_json"] and right["structured_values"] and right["structured_exact"]
+    # another sentence: the values are right, the object is not the expected one
+    other = score(STRUCTURED, format_final({"status": "shipped", "summary": "Shipped!"}), schema)
+    assert other["structured_values"] is True and other["structured_exact"] is False
+    wrong = score(STRUCTURED, format_final({"status": "pending", "summary": "x"}), schema)
+    assert wrong["structured_values"] is False and wrong["final_choice"] is True
+    # a text answer where an object is expected is neither
+    text = score(STRUCTURED, format_final("Order 58213 is shipped."), schema)
+    assert text["structured_values"] is False and not text["valid_json"]
+    # other kinds leave the structured metrics unset
+    assert _score(FINAL, FINAL.target)["structured_values"] is None
 
 
 def test_summary_and_table() -> None:
