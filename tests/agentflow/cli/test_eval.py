@@ -11,14 +11,15 @@ from agentflow.cli import main
 
 
 @pytest.mark.parametrize(
-    ("split", "cache_prefix", "choices", "min_tokens"),
-    [("heldout", False, True, 0), ("train", True, False, 520)],
+    ("split", "cache_prefix", "choices", "min_tokens", "structured"),
+    [("heldout", False, True, 0, True), ("train", True, False, 520, False)],
 )
 def test_eval_writes_a_report_for_the_split(
     split: str,
     cache_prefix: bool,
     choices: bool,
     min_tokens: int,
+    structured: bool,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -31,6 +32,8 @@ def test_eval_writes_a_report_for_the_split(
         argv += ["--copy-within-text", "--tool-relevance", "4"]
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
+    if structured:
+        argv.append("--structured")
     assert main([*argv, "--split", split, "--json", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["settings"]["split"] == split
@@ -43,6 +46,10 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
     assert len(report["cases"]) == 2
+    assert report["settings"]["structured"] is structured
+    if structured:  # answers that are JSON objects, scored field by field
+        assert all(case["kind"] == "structured" for case in report["cases"])
+        assert all(case["structured_values"] is not None for case in report["cases"])
     assert all(case["valid_json"] for case in report["cases"])  # the action constraint
     assert "tool_choice" in capsys.readouterr().out
 
