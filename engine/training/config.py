@@ -99,6 +99,10 @@ class TrainConfig:
     # midpoint, a weight-space ensemble of the run and the model it continued
     # (docs/models.md, "Weight averaging").
     export_mix: float = 1.0
+    # The start of that mix when it is not this run's own: an earlier run's init.pt, so
+    # that a chain of runs (A from the shipped model, B from A) ships the point between
+    # the shipped model and B.
+    export_mix_from: str | None = None
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> TrainConfig:
@@ -116,7 +120,7 @@ class TrainConfig:
         unknown = sorted(
             set(raw)
             - {"name", "objective", "model", "out_dir", "export_dir"}
-            - {"tokenizer", "data", "optim", "init_from", "export_mix"}
+            - {"tokenizer", "data", "optim", "init_from", "export_mix", "export_mix_from"}
         )
         if unknown:
             raise ValueError(f"unknown top-level keys in training config: {unknown}")
@@ -138,10 +142,10 @@ class TrainConfig:
         export_mix = float(raw.get("export_mix", 1.0))
         if not 0.0 < export_mix <= 1.0:
             raise ValueError(f"export_mix must be in (0, 1], got {export_mix}")
-        if export_mix < 1.0 and not raw.get("init_from"):
+        if export_mix < 1.0 and not (raw.get("init_from") or raw.get("export_mix_from")):
             raise ValueError(
                 "export_mix < 1 mixes the trained weights with the ones the run started "
-                "from, so it needs init_from"
+                "from, so it needs init_from (or export_mix_from)"
             )
         return cls(
             name=raw["name"],
@@ -154,6 +158,7 @@ class TrainConfig:
             optim=optim,
             init_from=raw.get("init_from"),
             export_mix=export_mix,
+            export_mix_from=raw.get("export_mix_from"),
         )
 
     @classmethod

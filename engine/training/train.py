@@ -417,7 +417,8 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
     model = Transformer(model_cfg)
     weights = state["model"]
     if config.export_mix < 1.0:
-        weights = mixed_with_start(weights, out / START_WEIGHTS, config.export_mix)
+        start = Path(config.export_mix_from) if config.export_mix_from else out / START_WEIGHTS
+        weights = mixed_with_start(weights, start, config.export_mix)
     model.load_state_dict(weights)
     dest = Path(dest or config.export_dir)
     save_checkpoint(model, tok, dest, dtype=torch.float16, canonical_pairs=True)
@@ -427,6 +428,7 @@ def export(config: TrainConfig, checkpoint: Path | None = None, dest: Path | Non
         "steps": state["step"],
         "heldout_loss": state["best_heldout_loss"],
         "export_mix": config.export_mix,
+        "export_mix_from": config.export_mix_from,
         "parameters": model.num_parameters(),
         # The run's own config, but pointing at where this copy now lives: a run trained
         # into a scratch folder and shipped elsewhere records the shipped path.

@@ -223,6 +223,22 @@ def test_export_mix_ships_the_point_between_the_start_and_the_trained_weights(
     assert moved > 0  # training changed the weights, so the midpoint is a third point
     assert json.loads((shipped / "training.json").read_text())["export_mix"] == 0.5
 
+    # A later run in the chain may mix with this run's start instead of its own.
+    later = TrainConfig.from_dict(
+        {
+            **_config(tmp_path, small_tokenizer_path, "diffusion", "later").to_dict(),
+            "init_from": str(shipped),
+            "export_mix": 0.5,
+            "export_mix_from": str(tmp_path / "mixed" / START_WEIGHTS),
+        }
+    )
+    train(later, progress=False, max_steps=1)
+    last = torch.load(tmp_path / "later" / "last.pt", weights_only=False)["model"]
+    chained = load_checkpoint(export(later)).model.state_dict()
+    for name, tensor in chained.items():
+        expected = start[name] + 0.5 * (last[name] - start[name])
+        torch.testing.assert_close(tensor, expected.half().float())
+
     (tmp_path / "mixed" / START_WEIGHTS).unlink()
     with pytest.raises(FileNotFoundError, match=START_WEIGHTS):
         export(mixed)
