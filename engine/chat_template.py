@@ -138,20 +138,27 @@ def _render_fields(schema: Mapping[str, Any], root: Mapping[str, Any], depth: in
     return ", ".join(parts)
 
 
+def _with_notes(
+    line: str, description: Any, body: Mapping[str, Any], root: Mapping[str, Any], label: str
+) -> str:
+    """``line - description. {label}: name: what it is; ...`` (each part only when present)."""
+    if description:
+        line += f" - {' '.join(str(description).split())}"
+    notes = []
+    for name, sub in body.get("properties", {}).items():
+        desc = _resolve(sub, root).get("description") if isinstance(sub, Mapping) else None
+        if desc:
+            notes.append(f"{name}: {' '.join(str(desc).split())}")
+    if notes:
+        line += f" {label}: " + "; ".join(notes)
+    return line
+
+
 def render_tool(tool: ToolSpec) -> str:
     """One signature line: ``name(arg: type, opt?: type) - description. Args: arg: what it is.``"""
     params = dict(tool.parameters)
     line = f"{tool.name}({_render_fields(params, params, 0)})"
-    if tool.description:
-        line += f" - {' '.join(tool.description.split())}"
-    notes = []
-    for name, sub in params.get("properties", {}).items():
-        desc = _resolve(sub, params).get("description") if isinstance(sub, Mapping) else None
-        if desc:
-            notes.append(f"{name}: {' '.join(str(desc).split())}")
-    if notes:
-        line += " Args: " + "; ".join(notes)
-    return line
+    return _with_notes(line, tool.description, params, params, "Args")
 
 
 def render_output(schema: Mapping[str, Any] | None) -> str | None:
@@ -160,18 +167,10 @@ def render_output(schema: Mapping[str, Any] | None) -> str | None:
     None for a plain-text answer (no schema, or a string schema)."""
     if schema is None or _resolve(schema, schema).get("type") == "string":
         return None
-    line = f"final: {render_type(schema)}"
     body = _resolve(schema, schema)
-    if body.get("description"):
-        line += f" - {' '.join(str(body['description']).split())}"
-    notes = []
-    for name, sub in body.get("properties", {}).items():
-        desc = _resolve(sub, schema).get("description") if isinstance(sub, Mapping) else None
-        if desc:
-            notes.append(f"{name}: {' '.join(str(desc).split())}")
-    if notes:
-        line += " Fields: " + "; ".join(notes)
-    return line
+    return _with_notes(
+        f"final: {render_type(schema)}", body.get("description"), body, schema, "Fields"
+    )
 
 
 def render_prompt(
