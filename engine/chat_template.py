@@ -165,9 +165,9 @@ def render_output(schema: Mapping[str, Any] | None) -> str | None:
     """The line that tells the model the shape of a structured final output:
     ``final: {status: "ok"|"warning", summary: string} - description. Fields: ...``.
     None for a plain-text answer (no schema, or a string schema)."""
-    if schema is None or _resolve(schema, schema).get("type") == "string":
+    body = _resolve(schema, schema) if schema is not None else None
+    if body is None or body.get("type") == "string":
         return None
-    body = _resolve(schema, schema)
     return _with_notes(
         f"final: {render_type(schema)}", body.get("description"), body, schema, "Fields"
     )
