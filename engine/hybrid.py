@@ -101,8 +101,9 @@ class HybridEngine:
         self.verifier_prompts = PrefixStore.for_model(self.verifier, self.options.prompt_cache)
         #: ``mode="diffusion"`` and ``"auto"``: the drafter decodes the batch by itself,
         #: through the same prompt store as its drafts.
-        self.diffusion = DiffusionEngine(self.drafter, tokenizer, prompt_cache=0)
-        self.diffusion.prompts = self.drafter_prompts
+        self.diffusion = DiffusionEngine(
+            self.drafter, tokenizer, prompt_cache=0, prompt_store=self.drafter_prompts
+        )
         #: Draft or verify alone, round by round; what it measured is shared by the requests.
         self.scheduler = Scheduler(
             adaptive=self.options.adaptive,

@@ -310,10 +310,13 @@ class DiffusionEngine:
         tokenizer: Tokenizer | None = None,
         *,
         prompt_cache: int = DEFAULT_CAPACITY,
+        prompt_store: PrefixStore | None = None,
     ) -> None:
         """``prompt_cache``: recent prompts whose keys and values later prompts that start
         the same way copy instead of reading (:mod:`.prefix_store`; 0: off; never for a
-        bidirectional model)."""
+        bidirectional model). ``prompt_store``: a store of this model's prompts to share
+        instead of a store of its own (:class:`~.hybrid.HybridEngine` gives its drafts'
+        store to its diffusion passes)."""
         cfg = model.config
         if cfg.attention == "causal":
             raise ValueError("a causal model cannot be decoded by diffusion; use ARDecoder")
@@ -321,7 +324,9 @@ class DiffusionEngine:
             raise ValueError("the model config has no mask_token_id; it cannot do diffusion")
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.prompts = PrefixStore.for_model(model, prompt_cache)
+        self.prompts = (
+            prompt_store if prompt_store is not None else PrefixStore.for_model(model, prompt_cache)
+        )
 
     @property
     def device(self) -> torch.device:

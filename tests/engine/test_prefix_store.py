@@ -92,6 +92,9 @@ def test_hybrid_steps_that_extend_a_prompt_reuse_it_and_decode_the_same() -> Non
     stored = HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False))
     plain = HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False, prompt_cache=0))
     assert plain.drafter_prompts is None and plain.verifier_prompts is None
+    # diffusion passes ("auto") and drafts read and fill one store
+    assert stored.diffusion.prompts is stored.drafter_prompts
+    assert plain.diffusion.prompts is None
     step = _prompt(24, 5)
     for k in range(3):
         for mode in ("hybrid", "auto"):
