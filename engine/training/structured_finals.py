@@ -8,11 +8,10 @@ objects with answer sentences in every field.
 
 :func:`structured_output` turns one tool result into such an output: one to
 three of the result's fields, under the result's key or a variant of it
-(``status``, ``orderStatus``, ``current_status``), with the value copied — a
-string field that takes a few word values (a status, not an id) sometimes
-declared as an enum of them —
-often a text field holding the answer sentence, and sometimes an empty list
-field (``actions: []``). Key variants, text-field names and descriptions come
+(``status``, ``orderStatus``, ``current_status``), with the value copied (a
+string field that takes a few word values — a status, not an id — sometimes
+declared as an enum of them), often a text field holding the answer sentence,
+and sometimes an empty list field (``actions: []``). Key variants, text-field names and descriptions come
 from pools split like every other pool, so held-out outputs use words training
 never saw.
 """
@@ -24,6 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .concepts import Split, lines, split_pool, words
+from .tool_maker import camel_case
 
 #: Names of the field that holds the answer sentence.
 TEXT_KEYS = words(
@@ -52,11 +52,6 @@ TEXT_DESCRIPTIONS = lines(
 _ENUM_MAX_CHARS = 24
 
 
-def _camel(key: str) -> str:
-    head, *rest = key.split("_")
-    return head + "".join(w.capitalize() for w in rest)
-
-
 def _variant(rng: random.Random, key: str, split: Split, taken: set[str]) -> str:
     """``key`` itself, its camelCase form, or ``key`` with a pool word before or after it."""
     for _ in range(6):
@@ -64,7 +59,7 @@ def _variant(rng: random.Random, key: str, split: Split, taken: set[str]) -> str
         if r < 0.45:
             out = key
         elif r < 0.6 and "_" in key:
-            out = _camel(key)
+            out = camel_case(key)
         elif r < 0.8:
             out = f"{rng.choice(split_pool(KEY_PREFIXES, split))}_{key}"
         else:

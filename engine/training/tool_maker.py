@@ -54,14 +54,19 @@ class Tool:
     enum_roles: set[str] = field(default_factory=set)  # free-text roles declared as enums
 
 
+def camel_case(snake: str) -> str:
+    """``order_status`` → ``orderStatus``."""
+    head, *rest = snake.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
 def tool_name(verb: str, noun: str, rng: random.Random) -> str:
     """``verb_noun``, ``verbNoun`` or ``noun_verb``."""
     style = rng.random()
     if style < 0.6:
         return f"{verb}_{noun}"
-    parts = f"{verb}_{noun}".split("_")
     if style < 0.9:
-        return parts[0] + "".join(p.capitalize() for p in parts[1:])
+        return camel_case(f"{verb}_{noun}")
     return f"{noun}_{verb}"
 
 
