@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .choice_trie import CandidateTrie, trie_inputs
 from .constraints.closed_choices import Candidate, ClosedChoice
-from .constraints.copy_choices import COPY_MIN_CLOSE
+from .constraints.copy_choices import COPY_MIN_CLOSE, NUMBER_MIN_CLOSE
 from .constraints.word_copies import WORD_MIN_CLOSE
 from .decode_batch import Segment
 from .generation import GenerationConfig
@@ -244,7 +244,7 @@ def choose(
         best = int(scores.argmax())
         chosen = cands[best]
         if q.choice.copy:
-            chosen = _closed_copy(chosen, closings[own[qi]][best], q.choice.within_text)
+            chosen = _closed_copy(chosen, closings[own[qi]][best], _min_close(q.choice))
             if chosen is None:
                 results.append(None)
                 continue
@@ -252,17 +252,25 @@ def choose(
     return results
 
 
+def _min_close(choice: ClosedChoice) -> float:
+    """How sure the model must be that the value ends after a copy choice's best candidate:
+    ``WORD_MIN_CLOSE`` inside free text, ``NUMBER_MIN_CLOSE`` for a number, else
+    ``COPY_MIN_CLOSE``."""
+    if choice.within_text:
+        return WORD_MIN_CLOSE
+    return NUMBER_MIN_CLOSE if choice.number else COPY_MIN_CLOSE
+
+
 def _closed_copy(
-    best: Candidate, closing: tuple[int, float] | None, within_text: bool = False
+    best: Candidate, closing: tuple[int, float] | None, min_close: float
 ) -> Candidate | None:
     """A copy choice's ``best`` candidate with its likeliest closing token, or None when
-    the string closes after it with less than ``COPY_MIN_CLOSE`` probability
-    (``WORD_MIN_CLOSE`` inside free text, ``within_text``). A likeliest closer that is
-    not among ``best.committed_closers`` (the next word's start, inside free text) is
-    left to the decoder: the candidate is committed alone."""
+    the value closes after it with less than ``min_close`` probability. A likeliest
+    closer that is not among ``best.committed_closers`` (the next word's start, inside
+    free text) is left to the decoder: the candidate is committed alone."""
     assert closing is not None
     index, close_logp = closing
-    if math.exp(close_logp) < (WORD_MIN_CLOSE if within_text else COPY_MIN_CLOSE):
+    if math.exp(close_logp) < min_close:
         return None
     token, state = best.closers[index]
     if best.committed_closers is not None and token not in best.committed_closers:

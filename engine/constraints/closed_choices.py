@@ -78,6 +78,8 @@ class ClosedChoice:
     #: True for a copy choice inside free text (:mod:`.word_copies`): its candidates are
     #: cut to those the model may be starting (``WORD_MIN_START``), possibly to none.
     within_text: bool = False
+    #: True for a copy choice among numbers where a number opens (:mod:`.copy_choices`).
+    number: bool = False
     #: Added to each candidate's score, in the candidates' order (empty: nothing):
     #: the session's preferences (``ConstraintSession.prefer``).
     bonus: tuple[float, ...] = ()

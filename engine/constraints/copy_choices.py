@@ -15,6 +15,12 @@ after it — and commits the best with its likeliest closing token, but only
 when that closing probability is at least :data:`COPY_MIN_CLOSE`: a value the
 model would not end there (a final answer that goes on, a value it writes
 otherwise) stays free.
+
+Numbers are copied the same way where a JSON number opens (:func:`opens_number`:
+after ``:``, ``[`` or ``,`` at a state that takes a digit): the sources' numbers
+(:func:`number_spans`) are the candidates, and the tokens that may end a number
+there (``,``, ``}``, ``]}``...) close them. A port written ``808`` for the
+request's 8080, or ``222`` replicas for 22, is the miscopy this prevents.
 """
 
 from __future__ import annotations
@@ -42,6 +48,11 @@ MAX_SPAN_BYTES = 64
 #: The best candidate is taken when the model closes the string after it with
 #: at least this probability (else the value is not done there).
 COPY_MIN_CLOSE = 0.5
+#: The same for a number (:func:`opens_number`): lower, because a model that has read
+#: a number poorly judges where it ends (the drafter ends the request's ``8080`` at
+#: ``808`` with 0.88 and gives ``8080`` 0.14); the first-digit gate of
+#: :func:`likeliest_starts` keeps numbers it is not writing out.
+NUMBER_MIN_CLOSE = 0.1
 #: Candidates scored whole: those starting with one of the model's likeliest
 #: first tokens among them, at most this many distinct ones ...
 MAX_COPY_STARTS = 4
@@ -49,10 +60,19 @@ MAX_COPY_STARTS = 4
 MAX_COPY_CANDIDATES = 24
 
 _WORD = re.compile(r"\S+")
+#: A JSON number as written in text (no exponent: requests do not write one).
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?")
+#: Bytes that go on with a number: a token starting with one does not end it.
+_NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+#: The last byte of a token after which a value may open (an object member's ``:``,
+#: an array's ``[`` or ``,``; a space after them).
+_VALUE_OPENERS = frozenset(b":[, \t\n")
 _QUOTED = re.compile(r'"([^"\n]+)"')
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 #: Stripped from a span's ends: sentence punctuation, brackets and quotes.
 _EDGE = "\"'`.,;:!?()[]{}<>"
+#: Stripped from a word's ends before it is read as a number: ``$129.99``, ``20%``, ``#4512``.
+_NUMBER_EDGE = _EDGE + "$€£#%"
 _QUOTE = 0x22
 _BACKSLASH = 0x5C
 
@@ -111,6 +131,33 @@ def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tupl
     return tuple(seen)
 
 
+def number_spans(texts: Sequence[str]) -> tuple[str, ...]:
+    """The numbers written in ``texts`` (of a JSON text, its scalar values: :func:`source_texts`),
+    each a whole word once ``$``, ``%``, ``#`` and sentence punctuation are trimmed, in
+    order of first appearance: ``8080`` in "port 8080", ``129.99`` in "$129.99.", not
+    ``14246`` in "SO-14246" (an id's digits are not a number)."""
+    seen: dict[str, None] = {}
+    for text in (value for source in texts for value in source_texts(source)):
+        for word in _WORD.findall(text):
+            number = word.strip(_NUMBER_EDGE)
+            if _NUMBER.fullmatch(number) and len(number) <= MAX_SPAN_BYTES:
+                seen.setdefault(number, None)
+    return tuple(seen)
+
+
+def opens_number(
+    forced: ForcedText, free_text: Callable[[int], bool], state: int, last: int
+) -> bool:
+    """True when a JSON number may open at ``state``, which token ``last`` led to: the
+    token ends with ``:``, ``[``, ``,`` or a space, ``state`` is not inside free text
+    and takes a digit."""
+    data = forced.token_bytes[last] if 0 <= last < len(forced.token_bytes) else b""
+    nxt = forced.byte_next
+    if nxt is None or not data or data[-1] not in _VALUE_OPENERS or free_text(state):
+        return False
+    return bool((nxt[state, 0x30:0x3A] >= 0).any())
+
+
 def opens_string(
     forced: ForcedText, free_text: Callable[[int], bool], before: int, token: int
 ) -> bool:
@@ -136,10 +183,14 @@ def copy_candidates(
     state: int,
     live: np.ndarray,
     spans: Sequence[str],
+    *,
+    number: bool = False,
 ) -> tuple[Candidate, ...]:
     """The spans the automaton accepts at ``state`` as a whole string value, tokenized
     canonically in context (the content, its closing ``"`` and what that forces),
-    each with the tokens that may close it (:attr:`.Candidate.closers`).
+    each with the tokens that may close it (:attr:`.Candidate.closers`). With
+    ``number``, the spans are numbers (:func:`number_spans`) and ``state`` is where a
+    number opens: the closers are the tokens that end it there.
 
     A span is dropped when it needs escaping, when its tokens would not end where
     it does, or when the string is an object key (``"`` forces ``:``). What each
@@ -152,7 +203,9 @@ def copy_candidates(
         key = (state, span)
         found = forced.copies.get(key, _UNSEEN)
         if found is _UNSEEN:
-            found = _span_candidate(forced, step, state, live, span)
+            found = (_number_candidate if number else _span_candidate)(
+                forced, step, state, live, span
+            )
             forced.remember_copy(key, found)
         if found is _OBJECT_KEY:
             return ()  # an object key: structure, never copied
@@ -209,14 +262,53 @@ def _span_candidate(
     return Candidate(span, content_ids, scored, tuple(states), closers)
 
 
+def _number_candidate(
+    forced: ForcedText, step: Callable[[int, int], int], state: int, live: np.ndarray, span: str
+) -> Candidate | None:
+    """The number ``span`` as a copy candidate where a number opens at ``state``; None
+    when the automaton refuses it there (a type, range or length it breaks) or nothing
+    may end it."""
+    nxt = forced.byte_next
+    assert nxt is not None
+    cur = state
+    for byte in span.encode():
+        cur = int(nxt[cur, byte])
+        if cur < 0 or not live[cur]:
+            return None
+    tokenized = tokenize_in_context(forced, span.encode(), b",")
+    if tokenized is None:
+        return None
+    ids, cut = tokenized
+    content_ids = tuple(ids[:cut])
+    states = walk(step, state, content_ids)
+    if states is None:
+        return None
+    end = states[-1]
+    closers = forced.closers.get(end)
+    if closers is None:  # a number's end states are never inside a string: one cache
+        lo, hi = int(forced.offsets[end]), int(forced.offsets[end + 1])
+        closers = tuple(
+            (int(t), int(q))
+            for t, q in zip(forced.tokens[lo:hi], forced.next_states[lo:hi], strict=True)
+            if forced.token_bytes[t][:1]
+            and forced.token_bytes[t][0] not in _NUMBER_BYTES
+            and live[q]
+        )
+        forced.closers[end] = closers
+    if not closers:
+        return None
+    return Candidate(span, content_ids, (*content_ids, closers[0][0]), tuple(states), closers)
+
+
 def likeliest_starts(choice: ClosedChoice, first: Tensor) -> ClosedChoice:
     """A copy choice cut to the candidates that start with one of the ``MAX_COPY_STARTS``
     first tokens the model likes best (log-probabilities ``first``) among theirs, the
     likeliest start's first, at most ``MAX_COPY_CANDIDATES``. A choice inside free text
-    (``within_text``) keeps those whose first token has at least ``WORD_MIN_START`` of
-    the probability of the model's likeliest token of all, and may be left with none:
-    the model is not writing one of them."""
-    if choice.within_text:
+    (``within_text``) or among numbers keeps those whose first token has at least
+    ``WORD_MIN_START`` of the probability of the model's likeliest token of all, and may
+    be left with none: the model is not writing one of them (a refund's amount is not
+    the order number the request holds)."""
+    if choice.within_text or choice.number:
         floor = float(first.max()) + math.log(WORD_MIN_START)
         kept = [c for c in choice.candidates if float(first[c.tokens[0]]) >= floor]
         kept.sort(key=lambda c: -float(first[c.tokens[0]]))

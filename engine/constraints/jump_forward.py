@@ -77,7 +77,8 @@ class ForcedText:
     #: span): an agent's next step, or the next request, offers much the same spans at
     #: the same value openings (the oldest dropped first).
     copies: dict[tuple[int, str], Any] = field(default_factory=dict, repr=False, compare=False)
-    #: Per state inside a string: the (token, state after) pairs that may close it there.
+    #: Per state inside a string, or at a number's end: the (token, state after) pairs
+    #: that may close the string or end the number there (:mod:`.copy_choices`).
     closers: dict[int, tuple[tuple[int, int], ...]] = field(
         default_factory=dict, repr=False, compare=False
     )

@@ -19,7 +19,13 @@ from torch import Tensor
 
 from ..errors import InfeasibleConstraintError
 from .closed_choices import Candidate, ClosedChoice, fit
-from .copy_choices import copy_candidates, opens_string, request_spans
+from .copy_choices import (
+    copy_candidates,
+    number_spans,
+    opens_number,
+    opens_string,
+    request_spans,
+)
 from .word_copies import next_word, value_spans, word_candidates
 
 if TYPE_CHECKING:
@@ -41,6 +47,10 @@ class SessionChoices:
     #: candidates by automaton state.
     _spans: tuple[str, ...] = ()
     _copies: dict[int, tuple[Candidate, ...]]
+    #: The numbers offered where a number opens (:func:`.copy_choices.number_spans`),
+    #: and their candidates by automaton state.
+    _numbers: tuple[str, ...] = ()
+    _number_copies: dict[int, tuple[Candidate, ...]]
     #: The value-like spans offered inside free text (:mod:`.word_copies`), and their
     #: candidates by (automaton state, word in progress).
     _word_spans: tuple[str, ...] = ()
@@ -79,7 +89,9 @@ class SessionChoices:
             raise TypeError("copy_from takes a sequence of texts (e.g. [request]), not one string")
         spans = request_spans(texts)
         self._spans = spans
+        self._numbers = number_spans(texts)
         self._copies = {}
+        self._number_copies = {}
         self._declined = set()
         self._word_spans = value_spans(spans) if within_text else ()
         self._word_copies = {}
@@ -145,8 +157,9 @@ class SessionChoices:
         return (self._state, self._used, tuple(tokens[:start]))
 
     def _copy_choice(self, row: BlockSweep, start: int) -> ClosedChoice | None:
-        """The copy choice at block position ``start`` when a string value opens there
-        (at the block's first position, the quote is the prefix's last token)."""
+        """The copy choice at block position ``start`` when a string value or a number
+        opens there (at the block's first position, the quote or the ``:`` is the
+        prefix's last token)."""
         if not self._spans or self._copy_key(row.tokens, start) in self._declined:
             return None
         if start == 0:
@@ -158,10 +171,23 @@ class SessionChoices:
             if viable.size != 1:
                 return None
             before, last = int(viable[0]), row.tokens[start - 1]
-        if not opens_string(self._c.forced, self._c.free_text, before, last):
+        state = int(row.viable(start)[0])
+        opening = self._opening(before, last, state)
+        if opening is None:
             return None
-        kept = self._fit_block(row, start, self._copy_candidates(int(row.viable(start)[0])))
-        return ClosedChoice(kept, copy=True) if kept else None
+        kept = self._fit_block(row, start, opening.candidates)
+        return replace(opening, candidates=kept) if kept else None
+
+    def _opening(self, before: int, last: int, state: int) -> ClosedChoice | None:
+        """The copy choice at ``state``, which token ``last`` led to from ``before``, before
+        it is fitted to the room: the spans where that token opened a string, the numbers
+        where a number opens; None elsewhere."""
+        forced, free_text = self._c.forced, self._c.free_text
+        if opens_string(forced, free_text, before, last):
+            return ClosedChoice(self._copy_candidates(state), copy=True)
+        if self._numbers and opens_number(forced, free_text, state, last):
+            return ClosedChoice(self._number_candidates(state), copy=True, number=True)
+        return None
 
     def _word_choice(self, row: BlockSweep, start: int) -> ClosedChoice | None:
         """The copy choice inside free text at block position ``start`` (:mod:`.word_copies`):
@@ -205,6 +231,14 @@ class SessionChoices:
                 self._c.forced, self._t.cached_step, state, self._t.live, self._spans
             )
         return self._copies[state]
+
+    def _number_candidates(self, state: int) -> tuple[Candidate, ...]:
+        """The number candidates where a number opens at automaton ``state`` (cached)."""
+        if state not in self._number_copies:
+            self._number_copies[state] = copy_candidates(
+                self._c.forced, self._t.cached_step, state, self._t.live, self._numbers, number=True
+            )
+        return self._number_copies[state]
 
     def _word_candidates(self, state: int, word: bytes) -> tuple[Candidate, ...]:
         """The within-text candidates of ``word`` at automaton ``state`` (cached)."""
@@ -289,15 +323,16 @@ class SessionChoices:
 
     def _next_copy(self, room: int) -> ClosedChoice | None:
         """The copy choice right after the prefix (autoregressive decoding): offered when
-        the prefix's last token opened a string value; each candidate with its closing
-        token must fit ``room`` and the budget. A declined one is not offered again
-        because the next token moves the prefix on."""
+        the prefix's last token opened a string value or a number opens after it; each
+        candidate with its closing token must fit ``room`` and the budget. A declined
+        one is not offered again because the next token moves the prefix on."""
         if not self._spans or self._last is None or self._before_last is None:
             return None
-        if not opens_string(self._c.forced, self._c.free_text, self._before_last, self._last):
+        opening = self._opening(self._before_last, self._last, self._state)
+        if opening is None:
             return None
-        kept = self._fit_next(room, self._copy_candidates(self._state))
-        return ClosedChoice(kept, copy=True) if kept else None
+        kept = self._fit_next(room, opening.candidates)
+        return replace(opening, candidates=kept) if kept else None
 
     def _next_word(self, room: int) -> ClosedChoice | None:
         """The copy choice inside free text right after the prefix (:mod:`.word_copies`)."""

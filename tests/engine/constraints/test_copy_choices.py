@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Callable
 
 import jsonschema
@@ -11,10 +12,11 @@ import pytest
 import torch
 
 import agentflow.engine.choice_scoring as choice_scoring
+import agentflow.engine.constraints.copy_choices as copy_choices
 from agentflow.engine.autoregressive import ARDecoder
 from agentflow.engine.chat_template import ChatMessage, copy_sources
 from agentflow.engine.constraints.automaton import TokenAutomaton
-from agentflow.engine.constraints.copy_choices import request_spans
+from agentflow.engine.constraints.copy_choices import likeliest_starts, number_spans, request_spans
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.constraints.schema import compile_json_schema
 from agentflow.engine.generation import GenerationConfig
@@ -246,6 +248,9 @@ def test_the_decoders_copy_whole_spans_or_write_as_without_them(
     # Thresholds at the extremes: every copy choice made, or none. The AR decoder (and
     # so the hybrid verifier) makes them where a string value opens after its prefix.
     monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", 0.0 if always else 2.0)
+    monkeypatch.setattr(choice_scoring, "NUMBER_MIN_CLOSE", 0.0 if always else 2.0)
+    if always:  # a number is offered only where the model may start it: here, always
+        monkeypatch.setattr(copy_choices, "WORD_MIN_START", 1e-30)
     vocab = tokenizer.vocab_size
     if decoder == "diffusion":
         model = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=8)
@@ -264,6 +269,8 @@ def test_the_decoders_copy_whole_spans_or_write_as_without_them(
         plain = engine.generate([prompt], config, constraints=[constraint.session(48)])
         if always:
             assert value["id"] in request_spans([text])
+            if number_spans([text]):  # "58213": the integer is copied too
+                assert str(value["n"]) in number_spans([text])
         else:
             assert out.sequences == plain.sequences
 
@@ -311,3 +318,130 @@ def test_a_copy_choice_takes_its_likely_starts_from_the_last_pass_unless_a_choic
         jsonschema.validate(value, schema)
         assert value["id"] in request_spans([REQUEST])  # the copy was made
         assert asked and asked[0] == [needs_pass], schema
+
+
+def test_number_spans_are_the_numbers_written_as_whole_words() -> None:
+    text = "port 8080, refund $129.99. SO-14246 #4512 at 20% v9.22.3 -5 x-3 007"
+    assert number_spans([text, '{"total": 12.50, "n": 3, "id": "A-7"}']) == (
+        "8080",
+        "129.99",
+        "4512",
+        "20",
+        "-5",
+        "12.50",
+        "3",
+    )
+    assert number_spans(["no numbers here", ""]) == ()
+
+
+NUMBERS = {
+    "type": "object",
+    "properties": {
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535},
+        "price": {"type": "number"},
+        "ids": {"type": "array", "items": {"type": "integer"}},
+    },
+    "required": ["port", "price", "ids"],
+    "additionalProperties": False,
+}
+NUMBER_REQUEST = "is port 8080 open? it cost $129.99, orders 77 and 99999999 (or -4)"
+
+
+@pytest.fixture(scope="module")
+def numbers(build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer) -> Constraint:
+    return Constraint(build_automaton(compile_json_schema(NUMBERS).regex), tokenizer)
+
+
+def _offered_after(session, tokenizer: Tokenizer, head: str) -> set[str] | None:  # type: ignore[no-untyped-def]
+    tokens, masked = _row()
+    ids = tokenizer.encode(head)
+    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
+    found = session.block_choice(tokens, masked)
+    if found is None:
+        return None
+    start, choice = found
+    assert start == len(ids) and choice.copy
+    return {c.text for c in choice.candidates}
+
+
+def test_a_number_opening_offers_the_request_numbers_its_type_and_range_accept(
+    numbers: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = numbers.session()
+    session.copy_from([NUMBER_REQUEST])
+    # An integer in 1..65535: not a price, not a negative, not past the maximum.
+    assert _offered_after(session, tokenizer, '{"port":') == {"8080", "77"}
+    assert _offered_after(session, tokenizer, '{"port":8080,"price":') == {
+        "8080",
+        "129.99",
+        "77",
+        "99999999",
+        "-4",
+    }
+    head = '{"port":8080,"price":1,"ids":['
+    assert _offered_after(session, tokenizer, head) == {"8080", "77", "99999999", "-4"}
+    assert _offered_after(session, tokenizer, head + "77,") == {"8080", "77", "99999999", "-4"}
+    assert _offered_after(session, tokenizer, '{"port":8') is None  # the number is under way
+    assert _offered_after(session, tokenizer, '{"port":8080,"') is None  # a key is structure
+
+
+def test_a_number_candidate_is_closed_by_the_tokens_that_end_the_number(
+    numbers: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = numbers.session()
+    session.copy_from([NUMBER_REQUEST])
+    tokens, masked = _row()
+    ids = tokenizer.encode('{"port":')
+    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
+    start, choice = session.block_choice(tokens, masked)  # type: ignore[misc]
+    port = next(c for c in choice.candidates if c.text == "8080")
+    assert tokenizer.decode(list(port.tokens)) == "8080"
+    ends = {tokenizer.decode([t]) for t, _ in port.closers}
+    assert ends and all(e[0] in ",}" for e in ends)  # no digit, no quote: the number ends
+    closed = (*port.tokens, port.closers[0][0])
+    pick = type(port)(port.text, closed, closed, (*port.states, port.closers[0][1]))
+    session.fill_choice(tokens, masked, start, pick)
+    assert tokenizer.decode(tokens[~masked].tolist()).startswith('{"port":8080,')
+
+
+def test_the_autoregressive_session_offers_numbers_after_its_prefix(
+    numbers: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = numbers.session()
+    session.copy_from([NUMBER_REQUEST])
+    session.advance(tokenizer.encode('{"port":'))
+    choice = session.next_choice(16)
+    assert choice is not None and choice.copy
+    assert {c.text for c in choice.candidates} == {"8080", "77"}
+    session.advance(tokenizer.encode("80"))
+    assert session.next_choice(16) is None  # inside the number: written as it goes
+    plain = numbers.session()
+    plain.copy_from(["no numbers at all"])
+    plain.advance(tokenizer.encode('{"port":'))
+    assert plain.next_choice(16) is None
+
+
+def test_a_number_is_offered_only_where_the_model_may_start_it(
+    numbers: Constraint, tokenizer: Tokenizer
+) -> None:
+    # A refund's amount is not the order number the request holds: a number whose first
+    # token the model gives under WORD_MIN_START of its likeliest token's probability is
+    # not a candidate, however the candidates rank among themselves.
+    session = numbers.session()
+    session.copy_from([NUMBER_REQUEST])
+    tokens, masked = _row()
+    ids = tokenizer.encode('{"port":')
+    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
+    _, choice = session.block_choice(tokens, masked)  # type: ignore[misc]
+    assert choice.number and {c.text for c in choice.candidates} == {"8080", "77"}
+    eight, seven = tokenizer.encode("8")[0], tokenizer.encode("7")[0]
+    first = torch.full((tokenizer.vocab_size,), -30.0)
+    first[tokenizer.encode("1")[0]] = 0.0  # the model starts "1..."
+    first[eight] = math.log(copy_choices.WORD_MIN_START) + 0.01
+    first[seven] = math.log(copy_choices.WORD_MIN_START) - 0.01
+    assert [c.text for c in likeliest_starts(choice, first).candidates] == ["8080"]
+    first[eight] = -30.0
+    assert likeliest_starts(choice, first).candidates == ()
+    # A string value's choice keeps its likeliest starts, whatever the model's top token.
+    string = dataclasses.replace(choice, number=False)
+    assert {c.text for c in likeliest_starts(string, first).candidates} == {"8080", "77"}
