@@ -15,8 +15,9 @@ from engine_testing import FixedAnswer, make_config, make_model
 from torch import Tensor
 
 import agentflow.engine.choice_scoring as choice_scoring
+import agentflow.engine.constraints.copy_choices as copy_choices
 from agentflow.engine.autoregressive import ARDecoder
-from agentflow.engine.constraints.copy_choices import request_spans
+from agentflow.engine.constraints.copy_choices import number_spans, request_spans
 from agentflow.engine.constraints.enforcement import Constraint
 from agentflow.engine.constraints.schema import compile_json_schema
 from agentflow.engine.errors import InfeasibleConstraintError, TokenizerMismatchError
@@ -157,8 +158,11 @@ SCHEMA = {
         "name": {"enum": ["get_order", "get_weather"]},
         "arguments": {
             "type": "object",
-            "properties": {"order_id": {"type": "string", "maxLength": 6}},
-            "required": ["order_id"],
+            "properties": {
+                "order_id": {"type": "string", "maxLength": 6},
+                "qty": {"type": "integer"},
+            },
+            "required": ["order_id", "qty"],
         },
     },
     "required": ["name", "arguments"],
@@ -201,14 +205,17 @@ def test_greedy_exact_with_copy_choices(
     # written token by token), inside free text too, so hybrid output stays its own.
     monkeypatch.setattr(choice_scoring, "COPY_MIN_CLOSE", min_close)
     monkeypatch.setattr(choice_scoring, "WORD_MIN_CLOSE", min_close)
+    monkeypatch.setattr(choice_scoring, "NUMBER_MIN_CLOSE", min_close)
+    if min_close == 0.0:  # numbers too wherever they open, whatever the first digit's odds
+        monkeypatch.setattr(copy_choices, "WORD_MIN_START", 1e-30)
     tokenizer = schema_constraint.tokenizer
     vocab = tokenizer.vocab_size
     drafter = make_model(make_config("block", vocab_size=vocab), seed=6)
     verifier = make_model(make_config("causal", vocab_size=vocab), seed=7)
     engine, ar = HybridEngine(drafter, verifier), ARDecoder(verifier)
     cfg = GenerationConfig(max_new_tokens=48, block_length=6, score_choices=True)
-    copied = 0
-    for text in ("where is order 58213?", "track A-77 please", "get_weather for Oslo", "hi"):
+    copied = numbers = 0
+    for text in ("where is order 58213?", "track A-77 x 3 please", "get_weather for Oslo", "hi"):
         prompt = tokenizer.encode(text)
         sessions = []
         for _ in range(2):
@@ -218,10 +225,12 @@ def test_greedy_exact_with_copy_choices(
         ref = ar.generate(prompt, cfg, constraints=[sessions[1]])
         assert res.sequences == ref.sequences
         if ref.stats.rows[0].finished:
-            value = json.loads(tokenizer.decode(ref.sequences[0]))["arguments"]["order_id"]
-            copied += value in request_spans([text])
+            arguments = json.loads(tokenizer.decode(ref.sequences[0]))["arguments"]
+            copied += arguments["order_id"] in request_spans([text])
+            numbers += str(arguments["qty"]) in number_spans([text])
     if min_close == 0.0:
         assert copied >= 3  # every value that fits maxLength 6 is a span of the request
+        assert numbers >= 2  # "58213", "3"
 
 
 def test_forced_tokens_cost_no_forward_pass_and_drafts_are_kept(
