@@ -50,12 +50,13 @@ class Augmentation:
     structured_finals: float = (
         0.0  # an answer after a tool result is a JSON object (structured_finals.py)
     )
+    more_chains: float = 0.0  # a single-call conversation is drawn as a refund without an amount
 
 
 #: What the training split uses.
 TRAINING = Augmentation()
 #: What the held-out split uses: nothing.
-NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
+NONE = Augmentation(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
 
 
 def from_setting(setting: bool | Mapping[str, float]) -> Augmentation:

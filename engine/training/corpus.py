@@ -215,6 +215,8 @@ class CorpusGenerator:
         kind = rng.choices(list(_KIND_WEIGHTS), weights=list(_KIND_WEIGHTS.values()))[0]
         if kind == "call" and self._chance(self.augmentation.more_parallel):
             kind = "parallel"
+        if kind == "call" and self._chance(self.augmentation.more_chains):
+            kind = "chain"  # the look-up a refund without an amount needs first
         if kind == "no_tool":
             return self._no_tool()
         if kind == "chain":

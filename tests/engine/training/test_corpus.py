@@ -276,6 +276,23 @@ def test_more_parallel_turns_single_calls_into_parallel_ones() -> None:
         augment.from_setting({"more_parallel": 1.5})
 
 
+def test_more_chains_turn_single_calls_into_refunds_that_look_the_order_up_first() -> None:
+    # A training mix for models that refund at once when the request gives no amount:
+    # more chain conversations, every other kind but single calls as often as before.
+    more = dataclasses.replace(augment.NONE, more_chains=0.5)
+    plain = Counter(s.kind for s in CorpusGenerator("train", 0, augment.NONE).samples(400))
+    samples = list(CorpusGenerator("train", 0, more).samples(400))
+    mixed = Counter(s.kind for s in samples)
+    assert mixed["chain"] >= plain["chain"] + 0.3 * plain["call"]
+    for kind in ("final", "no_tool", "parallel"):
+        assert abs(mixed[kind] - plain[kind]) <= 0.35 * plain[kind] + 5
+    lookups = [s for s in samples if s.kind == "chain" and len(s.messages) == 1]
+    assert lookups  # the first step: one call, the look-up, whose id the request holds
+    for s in lookups:
+        assert len(s.calls) == 1 and s.copied[0] in s.messages[0].content
+    assert augment.TRAINING.more_chains == 0  # the shipped line's corpus is unchanged
+
+
 def test_more_connectors_join_parallel_requests_with_training_only_joiners() -> None:
     # The held-out third of CONNECTORS (" plus ", " and then ", ". ") stays unseen:
     # the extra joiners are a list apart, none of them a held-out one.
