@@ -224,42 +224,27 @@ def _span_candidate(
 ) -> Candidate | object | None:
     """``span`` as a copy candidate at ``state``; None when the automaton or the
     tokenization refuses it, :data:`_OBJECT_KEY` when the string there is a key."""
-    nxt = forced.byte_next
-    assert nxt is not None
     content = span.encode()
     if _QUOTE in content or _BACKSLASH in content or any(b < 0x20 for b in content):
         return None
-    cur = state
-    for byte in content:
-        cur = int(nxt[cur, byte])
-        if cur < 0 or not live[cur]:
-            return None
-    quoted = int(nxt[cur, _QUOTE])
+    cur = _walk_bytes(forced, live, state, content)
+    if cur < 0:
+        return None
+    assert forced.byte_next is not None  # _walk_bytes read it
+    quoted = int(forced.byte_next[cur, _QUOTE])
     if quoted < 0 or not live[quoted]:
         return None
     after = b'"' + forced.forced_bytes(quoted, live)
     if after[1:2] == b":":
         return _OBJECT_KEY
-    tokenized = tokenize_in_context(forced, content, after)
-    if tokenized is None:
-        return None
-    ids, cut = tokenized
-    content_ids = tuple(ids[:cut])
-    states = walk(step, state, content_ids)
-    if states is None:
-        return None
+
     # Any token that starts with the closing quote may end the value (``"``, ``",``,
     # ``"}}]}``...): the model's likeliest is committed with the span, which keeps
     # the junction on the tokenizer's own segmentation.
-    end = states[-1]
-    closers = forced.closers.get(end)
-    if closers is None:  # most spans end in the same state (inside a free string)
-        closers = tuple((t, q) for t in forced.quote_tokens if (q := step(end, t)) >= 0 and live[q])
-        forced.closers[end] = closers
-    if not closers:
-        return None
-    scored = (*content_ids, closers[0][0])
-    return Candidate(span, content_ids, scored, tuple(states), closers)
+    def closing(end: int) -> tuple[tuple[int, int], ...]:
+        return tuple((t, q) for t in forced.quote_tokens if (q := step(end, t)) >= 0 and live[q])
+
+    return _tokenized(forced, step, state, span, after, closing)
 
 
 def _number_candidate(
@@ -268,14 +253,48 @@ def _number_candidate(
     """The number ``span`` as a copy candidate where a number opens at ``state``; None
     when the automaton refuses it there (a type, range or length it breaks) or nothing
     may end it."""
+    if _walk_bytes(forced, live, state, span.encode()) < 0:
+        return None
+
+    def ending(end: int) -> tuple[tuple[int, int], ...]:  # the tokens that end the number
+        lo, hi = int(forced.offsets[end]), int(forced.offsets[end + 1])
+        pairs = zip(forced.tokens[lo:hi], forced.next_states[lo:hi], strict=True)
+        return tuple(
+            (int(t), int(q))
+            for t, q in pairs
+            if forced.token_bytes[t][:1]
+            and forced.token_bytes[t][0] not in _NUMBER_BYTES
+            and live[q]
+        )
+
+    return _tokenized(forced, step, state, span, b",", ending)
+
+
+def _walk_bytes(forced: ForcedText, live: np.ndarray, state: int, content: bytes) -> int:
+    """The state after ``content`` read byte by byte from ``state``; -1 when refused or dead."""
     nxt = forced.byte_next
     assert nxt is not None
     cur = state
-    for byte in span.encode():
+    for byte in content:
         cur = int(nxt[cur, byte])
         if cur < 0 or not live[cur]:
-            return None
-    tokenized = tokenize_in_context(forced, span.encode(), b",")
+            return -1
+    return cur
+
+
+def _tokenized(
+    forced: ForcedText,
+    step: Callable[[int, int], int],
+    state: int,
+    span: str,
+    after: bytes,
+    closers_at: Callable[[int], tuple[tuple[int, int], ...]],
+) -> Candidate | None:
+    """``span`` tokenized canonically before ``after``, walked from ``state``, with the
+    tokens that may close it where it ends (``closers_at``, kept per state in
+    :attr:`.ForcedText.closers`: a string's end states and a number's are apart);
+    None when the tokens do not end where the span does or nothing may close it."""
+    tokenized = tokenize_in_context(forced, span.encode(), after)
     if tokenized is None:
         return None
     ids, cut = tokenized
@@ -285,16 +304,8 @@ def _number_candidate(
         return None
     end = states[-1]
     closers = forced.closers.get(end)
-    if closers is None:  # a number's end states are never inside a string: one cache
-        lo, hi = int(forced.offsets[end]), int(forced.offsets[end + 1])
-        closers = tuple(
-            (int(t), int(q))
-            for t, q in zip(forced.tokens[lo:hi], forced.next_states[lo:hi], strict=True)
-            if forced.token_bytes[t][:1]
-            and forced.token_bytes[t][0] not in _NUMBER_BYTES
-            and live[q]
-        )
-        forced.closers[end] = closers
+    if closers is None:  # most spans end in the same state (inside a free string)
+        closers = forced.closers[end] = closers_at(end)
     if not closers:
         return None
     return Candidate(span, content_ids, (*content_ids, closers[0][0]), tuple(states), closers)

@@ -352,15 +352,20 @@ def numbers(build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokeniz
     return Constraint(build_automaton(compile_json_schema(NUMBERS).regex), tokenizer)
 
 
-def _offered_after(session, tokenizer: Tokenizer, head: str) -> set[str] | None:  # type: ignore[no-untyped-def]
+def _after(tokenizer: Tokenizer, head: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A block row whose first tokens are ``head``, the rest masked."""
     tokens, masked = _row()
     ids = tokenizer.encode(head)
     tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
-    found = session.block_choice(tokens, masked)
+    return tokens, masked
+
+
+def _offered_after(session, tokenizer: Tokenizer, head: str) -> set[str] | None:  # type: ignore[no-untyped-def]
+    found = session.block_choice(*_after(tokenizer, head))
     if found is None:
         return None
     start, choice = found
-    assert start == len(ids) and choice.copy
+    assert start == len(tokenizer.encode(head)) and choice.copy
     return {c.text for c in choice.candidates}
 
 
@@ -385,15 +390,20 @@ def test_a_number_opening_offers_the_request_numbers_its_type_and_range_accept(
     assert _offered_after(session, tokenizer, '{"port":8080,"') is None  # a key is structure
 
 
-def test_a_number_candidate_is_closed_by_the_tokens_that_end_the_number(
-    numbers: Constraint, tokenizer: Tokenizer
-) -> None:
+@pytest.fixture
+def at_port(numbers: Constraint, tokenizer: Tokenizer):  # type: ignore[no-untyped-def]
+    """A session given NUMBER_REQUEST, a row where the port's number opens, its choice."""
     session = numbers.session()
     session.copy_from([NUMBER_REQUEST])
-    tokens, masked = _row()
-    ids = tokenizer.encode('{"port":')
-    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
-    start, choice = session.block_choice(tokens, masked)  # type: ignore[misc]
+    tokens, masked = _after(tokenizer, '{"port":')
+    start, choice = session.block_choice(tokens, masked)
+    return session, tokens, masked, start, choice
+
+
+def test_a_number_candidate_is_closed_by_the_tokens_that_end_the_number(
+    at_port, tokenizer: Tokenizer
+) -> None:
+    session, tokens, masked, start, choice = at_port
     port = next(c for c in choice.candidates if c.text == "8080")
     assert tokenizer.decode(list(port.tokens)) == "8080"
     ends = {tokenizer.decode([t]) for t, _ in port.closers}
@@ -422,17 +432,12 @@ def test_the_autoregressive_session_offers_numbers_after_its_prefix(
 
 
 def test_a_number_is_offered_only_where_the_model_may_start_it(
-    numbers: Constraint, tokenizer: Tokenizer
+    at_port, tokenizer: Tokenizer
 ) -> None:
     # A refund's amount is not the order number the request holds: a number whose first
     # token the model gives under WORD_MIN_START of its likeliest token's probability is
     # not a candidate, however the candidates rank among themselves.
-    session = numbers.session()
-    session.copy_from([NUMBER_REQUEST])
-    tokens, masked = _row()
-    ids = tokenizer.encode('{"port":')
-    tokens[: len(ids)], masked[: len(ids)] = torch.tensor(ids), False
-    _, choice = session.block_choice(tokens, masked)  # type: ignore[misc]
+    choice = at_port[-1]
     assert choice.number and {c.text for c in choice.candidates} == {"8080", "77"}
     eight, seven = tokenizer.encode("8")[0], tokenizer.encode("7")[0]
     first = torch.full((tokenizer.vocab_size,), -30.0)
