@@ -181,6 +181,7 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         self._state = constraint.automaton.initial_state
         self._max_tokens = max_tokens
         self._used = 0  # tokens of the committed prefix
+        self._tokens: list[int] = []  # the committed prefix itself
         self._last: int | None = None  # the prefix's last token (None: none yet)
         self._before_last: int | None = None  # the state before it (None: unknown)
         self._word: bytes | None = None  # the word in progress in free text (:mod:`.word_copies`)
@@ -221,6 +222,7 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
         self._state, self._used, self._last = state, used, last
+        del self._tokens[used:]
         self._before_last = before_last
         self._word = word
         self._owed = None  # a copy's tokens owed by a block that was rolled back
@@ -280,6 +282,7 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         self._state = state
         self._word = word
         self._used += len(token_ids)
+        self._tokens.extend(int(t) for t in token_ids)
         if len(token_ids):
             self._last = int(token_ids[-1])
             self._before_last = before

@@ -9,6 +9,7 @@ candidate the decoder chose. Kept apart from the step protocol of
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -41,6 +42,7 @@ class SessionChoices:
     _t: HostTables
     _state: int
     _used: int
+    _tokens: list[int]
     _last: int | None
     _before_last: int | None
     #: Spans a string value may be copied from (:meth:`copy_from`), and their
@@ -63,6 +65,8 @@ class SessionChoices:
     _owed: tuple[int, int, tuple[int, ...]] | None = None
     #: Log-space bonuses of closed-choice values (:meth:`prefer`).
     _preferred: Mapping[str, float] = {}
+    #: True: a value the output already holds loses its bonus (:meth:`prefer`).
+    _prefer_once: bool = False
 
     if TYPE_CHECKING:
 
@@ -101,25 +105,44 @@ class SessionChoices:
         """The closed-choice bonuses set by :meth:`prefer` (empty: none)."""
         return self._preferred
 
-    def prefer(self, bonuses: Mapping[str, float]) -> None:
+    def prefer(self, bonuses: Mapping[str, float], *, once: bool = False) -> None:
         """Add ``bonuses[value]`` (log-space) to the score of each candidate of a closed
         choice whose every candidate string is a key of ``bonuses`` (the tool names,
         for a tool-name choice; never an object key or a copy) when the decoder scores
         the choice whole (``score_choices``). An empty mapping turns it off.
-        ``agentflow`` passes tool relevance here (:mod:`agentflow.engine.tool_relevance`)."""
+        ``agentflow`` passes tool relevance here (:mod:`agentflow.engine.tool_relevance`).
+        With ``once``, a value the output already holds as a JSON string gets the
+        lowest of the choice's bonuses from then on: the tool of a first call is not
+        favoured again for the parallel call after it."""
         bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
         if bad:
             raise ValueError(f"prefer takes finite bonuses keyed by string values, got {bad[:3]!r}")
         self._preferred = dict(bonuses)
+        self._prefer_once = once
 
-    def _preferring(self, choice: ClosedChoice | None) -> ClosedChoice | None:
-        """``choice`` with its candidates' bonuses (:meth:`prefer`)."""
+    def _preferring(
+        self, choice: ClosedChoice | None, before: Sequence[int] = ()
+    ) -> ClosedChoice | None:
+        """``choice`` with its candidates' bonuses (:meth:`prefer`); ``before``: the
+        block's tokens between the prefix and the choice."""
         if choice is None or not self._preferred:
             return choice
         if not all(c.text in self._preferred for c in choice.candidates):
             return choice  # another choice (an enum), not the one the bonuses rank
         bonus = tuple(float(self._preferred[c.text]) for c in choice.candidates)
+        if self._prefer_once:
+            texts = [c.text for c in choice.candidates]
+            held = self._held_strings(texts, before)
+            if held:
+                low = min(bonus)
+                bonus = tuple(low if t in held else b for t, b in zip(texts, bonus, strict=True))
         return replace(choice, bonus=bonus) if any(bonus) else choice
+
+    def _held_strings(self, texts: Sequence[str], before: Sequence[int]) -> set[str]:
+        """Those of ``texts`` that the output (the prefix, then ``before``) holds as JSON strings."""
+        token_bytes = self._c.forced.token_bytes
+        output = b"".join(token_bytes[t] for t in (*self._tokens, *before))
+        return {t for t in texts if json.dumps(t, ensure_ascii=False).encode() in output}
 
     @property
     def word_spans(self) -> tuple[str, ...]:
@@ -144,7 +167,8 @@ class SessionChoices:
             copy = self._copy_choice(row, start) or self._word_choice(row, start)
             return None if copy is None else (start, copy)
         choice = self._preferring(
-            fit(cands, row.length - start, lambda k: row.backward[start + 1 + k])
+            fit(cands, row.length - start, lambda k: row.backward[start + 1 + k]),
+            row.tokens[:start],
         )
         return None if choice is None else (start, choice)
 

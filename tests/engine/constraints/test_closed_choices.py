@@ -282,3 +282,57 @@ def test_commit_until_choice_stops_where_a_choice_opens(
     done = session.commit(tokens, masked, list(range(24)), proposal, logits, until_choice=True)
     assert done == list(range(start))  # '{"name":"' and not one token of the name
     assert session.block_choice(tokens, masked) is not None
+
+
+PAIR_SCHEMA = {"type": "array", "items": {"enum": NAMES}, "minItems": 2, "maxItems": 2}
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar", "hybrid"])
+def test_a_value_preferred_once_is_not_favoured_again(
+    mode: str,
+    build_automaton: Callable[[str], TokenAutomaton],
+    tokenizer: Tokenizer,
+    model_factory,
+) -> None:
+    pair = Constraint(build_automaton(compile_json_schema(PAIR_SCHEMA).regex), tokenizer)
+    vocab = tokenizer.vocab_size
+    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
+    verifier = model_factory("causal", vocab_size=vocab, seed=11)
+    engine: Any = {
+        "diffusion": lambda: DiffusionEngine(drafter),
+        "ar": lambda: ARDecoder(verifier),
+        "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
+    }[mode]()
+    config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
+    bonuses = {"get_order": 1e4, "cancel_order": 5e3, "get_orders": 0.0}
+
+    def values(once: bool) -> list[str]:
+        session = pair.session(40)
+        session.prefer(bonuses, once=once)
+        out = engine.generate([tokenizer.encode("Find order 58213")], config, constraints=[session])
+        return json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
+
+    assert values(once=False) == ["get_order", "get_order"]
+    # Both choices fall in one block for diffusion: the block's own tokens count.
+    assert values(once=True) == ["get_order", "cancel_order"]
+
+
+def test_a_value_preferred_once_gets_its_bonus_back_after_a_rollback(
+    build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer
+) -> None:
+    pair = Constraint(build_automaton(compile_json_schema(PAIR_SCHEMA).regex), tokenizer)
+    session = pair.session(40)
+    session.prefer({"get_order": 3.0, "cancel_order": 2.0, "get_orders": 1.0}, once=True)
+    session.advance(session.forced_tokens())
+    snapshot = session.checkpoint()
+
+    def bonus() -> dict[str, float]:
+        choice = session.next_choice(room=40)
+        assert choice is not None
+        return {c.text: b for c, b in zip(choice.candidates, choice.bonus, strict=True)}
+
+    assert bonus()["get_order"] == 3.0
+    session.advance(tokenizer.encode('get_order","'))
+    assert bonus() == {"get_order": 1.0, "cancel_order": 2.0, "get_orders": 1.0}
+    session.rollback(snapshot)
+    assert bonus()["get_order"] == 3.0
