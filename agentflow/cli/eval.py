@@ -62,6 +62,14 @@ def add_parser(subparsers: Any) -> None:
         "name's score (agentflow.engine.tool_relevance; default 0: off)",
     )
     parser.add_argument(
+        "--tool-similarity",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --score-choices: add W x each tool's similarity in meaning to the request "
+        "(word vectors; agentflow.engine.tool_similarity; default 0: off)",
+    )
+    parser.add_argument(
         "--structured",
         action="store_true",
         help="evaluate answers that are JSON objects of a schema the prompt shows "
@@ -133,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         check_weight(args.tool_relevance, "--tool-relevance")
+        check_weight(args.tool_similarity, "--tool-similarity")
     except ValueError as exc:
         print(f"agentflow eval: {exc}", file=sys.stderr)
         return 2
@@ -193,6 +202,7 @@ def run(args: argparse.Namespace) -> int:
         copy_within_text=args.copy_within_text,
         min_prompt_tokens=args.min_prompt_tokens,
         tool_relevance=args.tool_relevance,
+        tool_similarity=args.tool_similarity,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

@@ -40,8 +40,9 @@ from typing import Any, Literal
 
 import jsonschema
 
-from ..chat_template import copy_sources
+from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
+from ..tool_similarity import WordVectors, tool_choice_bonuses
 from . import augment
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
@@ -258,6 +259,7 @@ def evaluate(
     copy_within_text: bool = False,
     min_prompt_tokens: int = 0,
     tool_relevance: float = 0.0,
+    tool_similarity: float = 0.0,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -267,8 +269,10 @@ def evaluate(
     ``min_prompt_tokens`` puts earlier exchanges in front of each case until its
     prompt is that long (:mod:`.long_prompts`). ``tool_relevance`` (a weight; 0:
     off) adds each tool's relevance to the request to its name's score
-    (:mod:`agentflow.engine.tool_relevance`). ``structured`` evaluates answers that
-    are JSON objects instead (:func:`eval_cases`)."""
+    (:mod:`agentflow.engine.tool_relevance`), ``tool_similarity`` (a weight; 0: off)
+    its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
+    bonus favours a tool once per step (``prefer(..., once=True)``). ``structured``
+    evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
     samples = lengthened(
@@ -279,6 +283,7 @@ def evaluate(
         split=split,
     )
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
+    vectors = WordVectors.load() if tool_similarity > 0 else None
     # Compiled as the batches need them and only the recent ones kept: an action
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
     compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
@@ -318,9 +323,17 @@ def evaluate(
                     session.copy_from(
                         copy_sources(samples[i].messages), within_text=copy_within_text
                     )
-            if tool_relevance > 0:
+            if tool_relevance > 0 or tool_similarity > 0:
                 for i, session in zip(chunk, sessions, strict=True):
-                    session.prefer(_tool_bonuses(samples[i], tool_relevance))
+                    request = last_request(samples[i].messages)
+                    bonuses = tool_choice_bonuses(
+                        request,
+                        samples[i].tools,
+                        relevance=tool_relevance,
+                        similarity=tool_similarity,
+                        vectors=vectors,
+                    )
+                    session.prefer(bonuses, once=True)
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
@@ -351,19 +364,12 @@ def evaluate(
         "copy_within_text": copy_within_text,
         "min_prompt_tokens": min_prompt_tokens,
         "tool_relevance": tool_relevance,
+        "tool_similarity": tool_similarity,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
     }
     return EvalReport(summarize(results), results, settings)
-
-
-def _tool_bonuses(sample: Sample, weight: float) -> dict[str, float]:
-    """The tool-name bonuses of ``sample``'s last request."""
-    from ..chat_template import last_request
-    from ..tool_relevance import tool_bonuses
-
-    return tool_bonuses(last_request(sample.messages), sample.tools, weight)
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:

@@ -29,7 +29,7 @@ def test_eval_writes_a_report_for_the_split(
         argv.append("--cache-block-prefix")
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
-        argv += ["--copy-within-text", "--tool-relevance", "4"]
+        argv += ["--copy-within-text", "--tool-relevance", "4", "--tool-similarity", "20"]
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
     if structured:
@@ -42,6 +42,7 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["copy"] is choices
     assert report["settings"]["copy_within_text"] is choices
     assert report["settings"]["tool_relevance"] == (4.0 if choices else 0.0)
+    assert report["settings"]["tool_similarity"] == (20.0 if choices else 0.0)
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
@@ -59,9 +60,10 @@ def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) ->
     assert "text_threshold must be in [0, 1]" in capsys.readouterr().err
 
 
-def test_eval_rejects_a_negative_tool_relevance(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["eval", "--modes", "ar", "-n", "1", "--tool-relevance", "-1"]) == 2
-    assert "--tool-relevance must be a finite number >= 0" in capsys.readouterr().err
+@pytest.mark.parametrize("flag", ["--tool-relevance", "--tool-similarity"])
+def test_eval_rejects_a_negative_tool_weight(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "--modes", "ar", "-n", "1", flag, "-1"]) == 2
+    assert f"{flag} must be a finite number >= 0" in capsys.readouterr().err
 
 
 def test_eval_rejects_an_unknown_split(capsys: pytest.CaptureFixture[str]) -> None:
