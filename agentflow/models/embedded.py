@@ -20,22 +20,19 @@ import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.from_thread
 
-from agentflow.engine.chat_template import (
-    compact_json,
-    copy_sources,
-    last_request,
-    render_choice_prior,
-    render_prompt,
-)
-from agentflow.engine.tool_relevance import DEFAULT_WEIGHT, check_weight, tool_bonuses
+from agentflow.engine.chat_template import compact_json
+from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
+from agentflow.engine.tool_relevance import check_weight
+from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
+from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
     DecodingMode,
@@ -51,33 +48,9 @@ if TYPE_CHECKING:
     from agentflow.engine.constraints.enforcement import Constraint
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.hybrid_stats import ServedMode
+    from agentflow.engine.tool_similarity import WordVectors
 
 logger = logging.getLogger(__name__)
-
-_MODES = ("diffusion", "hybrid", "ar", "auto")
-
-
-@dataclass
-class _Job:
-    prompt: str
-    schema: dict[str, Any]
-    mode: str
-    reason: str
-    settings: dict[str, Any]
-    on_text: Callable[[str], None] | None = None
-    #: The conversation without its request: the prior of closed choices.
-    prior: str | None = None
-    #: The texts argument values may be copied from (copy choices).
-    sources: list[str] = field(default_factory=list)
-    #: Tool-name bonuses from the request's words (``tool_relevance``).
-    preferred: dict[str, float] = field(default_factory=dict)
-
-
-@dataclass
-class _Outcome:
-    text: str
-    usage: StepUsage
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _generation_fields() -> set[str]:
@@ -102,7 +75,10 @@ COPY = True
 COPY_WITHIN_TEXT = True
 #: Weight of the request's word overlap with each tool in tool-name choices
 #: (measured on held-out sets: docs/constraints.md, "Tool relevance").
-TOOL_RELEVANCE = DEFAULT_WEIGHT
+TOOL_RELEVANCE = RELEVANCE_WEIGHT
+#: Weight of each tool's similarity in meaning to the request (word vectors), with
+#: the same measurements (docs/constraints.md, "Tool similarity").
+TOOL_SIMILARITY = SIMILARITY_WEIGHT
 
 
 class EmbeddedModel:
@@ -128,8 +104,11 @@ class EmbeddedModel:
     or ``hybrid_options.prompt_cache``), 0 turns it off in every mode.
     ``tool_relevance``: when a tool name is scored whole, add this weight times the
     tool's word overlap with the request (:mod:`agentflow.engine.tool_relevance`;
-    docs/constraints.md, "Tool relevance"); 0 leaves tool choice to the model alone. A
-    step's ``settings`` may set ``tool_relevance`` too.
+    docs/constraints.md, "Tool relevance"); ``tool_similarity``: and this weight times
+    its similarity in meaning to the request, read with the word vectors of the
+    ``wordllama`` package (:mod:`agentflow.engine.tool_similarity`); each favours a
+    tool once per step, not again for a parallel call after it. 0 turns either off;
+    a step's ``settings`` may set either too.
     """
 
     def __init__(
@@ -145,16 +124,18 @@ class EmbeddedModel:
         hybrid_options: Any = None,
         prompt_cache: int | None = None,
         tool_relevance: float = TOOL_RELEVANCE,
+        tool_similarity: float = TOOL_SIMILARITY,
     ) -> None:
         if mode is None:
             mode = (
                 "auto" if verifier is not None or str(model) == _PACKAGED_DRAFTER else "diffusion"
             )
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
         if prompt_cache is not None and prompt_cache < 0:
             raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
         check_weight(tool_relevance, "tool_relevance")
+        check_weight(tool_similarity, "tool_similarity")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
@@ -162,15 +143,17 @@ class EmbeddedModel:
         self.hybrid_options = hybrid_options
         self.prompt_cache = prompt_cache
         self.tool_relevance = tool_relevance
+        self.tool_similarity = tool_similarity
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
         self._loaded: Any = None
         self._verifier: Any = None
+        self._vectors: WordVectors | None = None
         self._engines: dict[str, Any] = {}
         self._constraints: dict[str, Constraint] = {}
         self._compiler: Any = None
-        self.batcher: StepBatcher[_Job, _Outcome] = StepBatcher(
+        self.batcher: StepBatcher[StepJob, StepOutcome] = StepBatcher(
             self._run_batch, window_s=batch_window_s, max_batch=max_batch
         )
 
@@ -181,16 +164,29 @@ class EmbeddedModel:
     # -- loading (worker thread) -----------------------------------------------------------------
 
     def load(self) -> None:
-        """Load the checkpoint(s) now (otherwise the first step does)."""
-        with self._load_lock:
-            if self._loaded is not None:
-                return
-            from agentflow.engine.checkpoints import load_checkpoint
+        """Load the checkpoint(s) now (otherwise the first step does), and the word
+        vectors when ``tool_similarity`` is on (otherwise the first step with tools does)."""
+        self._load_checkpoints()
+        if self.tool_similarity > 0:
+            self._word_vectors()
 
-            loaded = load_checkpoint(self.model_path, device=self.device)
-            if self.verifier_path is not None:
-                self._verifier = load_checkpoint(self.verifier_path, device=self.device)
-            self._loaded = loaded
+    def _load_checkpoints(self) -> None:
+        with self._load_lock:
+            if self._loaded is None:
+                from agentflow.engine.checkpoints import load_checkpoint
+
+                loaded = load_checkpoint(self.model_path, device=self.device)
+                if self.verifier_path is not None:
+                    self._verifier = load_checkpoint(self.verifier_path, device=self.device)
+                self._loaded = loaded
+
+    def _word_vectors(self) -> WordVectors:
+        with self._load_lock:
+            if self._vectors is None:
+                from agentflow.engine.tool_similarity import WordVectors
+
+                self._vectors = WordVectors.load()
+            return self._vectors
 
     def _load_default_verifier(self) -> None:
         """The packaged drafter comes with the packaged verifier: load it on first need."""
@@ -202,7 +198,7 @@ class EmbeddedModel:
 
     @property
     def tokenizer(self) -> Any:
-        self.load()
+        self._load_checkpoints()
         return self._loaded.tokenizer
 
     def _engine(self, mode: str) -> Any:
@@ -285,14 +281,14 @@ class EmbeddedModel:
             logger.debug("EmbeddedModel ignores settings it does not know: %s", unknown)
         return replace(base, **{k: v for k, v in settings.items() if k in known})
 
-    def _run_batch(self, jobs: list[_Job]) -> list[_Outcome | Exception]:
+    def _run_batch(self, jobs: list[StepJob]) -> list[StepOutcome | Exception]:
         """Decode jobs of one mode and config in one engine call (runs in a worker thread)."""
-        self.load()
+        self._load_checkpoints()
         config = self._config(jobs[0].settings)
         mode = jobs[0].mode
         failed: dict[int, Exception] = {}
         sessions: list[Any] = []
-        ready: list[_Job] = []
+        ready: list[StepJob] = []
         for job in jobs:
             try:
                 session = self.constraint(job.schema).session(
@@ -300,20 +296,34 @@ class EmbeddedModel:
                 )
                 if COPY:
                     session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
-                if job.preferred:
-                    session.prefer(job.preferred)
+                bonuses = self._tool_bonuses(job)
+                if bonuses:
+                    session.prefer(bonuses, once=True)
                 sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc
-        done: dict[int, _Outcome] = {}
+        done: dict[int, StepOutcome] = {}
         if ready:
             done = self._generate(ready, sessions, config, mode)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
+    def _tool_bonuses(self, job: StepJob) -> dict[str, float]:
+        from agentflow.engine.tool_similarity import tool_choice_bonuses
+
+        if len(job.tools) < 2:
+            return {}
+        return tool_choice_bonuses(
+            job.request,
+            job.tools,
+            relevance=job.relevance,
+            similarity=job.similarity,
+            vectors=self._word_vectors() if job.similarity > 0 else None,
+        )
+
     def _generate(
-        self, jobs: list[_Job], sessions: list[Any], config: GenerationConfig, mode: str
-    ) -> dict[int, _Outcome]:
+        self, jobs: list[StepJob], sessions: list[Any], config: GenerationConfig, mode: str
+    ) -> dict[int, StepOutcome]:
         engine = self._engine(mode)
         tokenizer = self._loaded.tokenizer
         pieces: list[list[int]] = [[] for _ in jobs]
@@ -334,7 +344,7 @@ class EmbeddedModel:
         result = engine.generate([j.prompt for j in jobs], config, **kwargs)
         served = getattr(result.stats, "served", None)
         texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
-        out: dict[int, _Outcome] = {}
+        out: dict[int, StepOutcome] = {}
         for i, (job, row) in enumerate(zip(jobs, result.stats.rows, strict=True)):
             usage = StepUsage(
                 input_tokens=row.prompt_tokens,
@@ -347,49 +357,26 @@ class EmbeddedModel:
                 model=self.name,
                 batch_size=len(jobs),
             )
-            out[id(job)] = _Outcome(text=texts[i], usage=usage)
+            out[id(job)] = StepOutcome(text=texts[i], usage=usage)
         return out
 
     # -- the Model protocol ----------------------------------------------------------------------
 
-    def _job(self, request: StepRequest, on_text: Callable[[str], None] | None) -> _Job:
-        mode = request.mode or self.mode
-        if mode not in _MODES:
-            raise ValueError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
-        output = request.output_schema
-        prompt = render_prompt(
-            request.messages, request.tools, instructions=request.instructions, output=output
-        )
-        reason = str(request.settings.get("reason", "requested"))
-        weight = check_weight(
-            request.settings.get("tool_relevance", self.tool_relevance), "tool_relevance"
-        )
-        settings = {
-            k: v for k, v in request.settings.items() if k not in ("reason", "tool_relevance")
-        }
-        prior = render_choice_prior(
-            request.messages, request.tools, instructions=request.instructions, output=output
-        )
-        sources = copy_sources(request.messages)
-        preferred = tool_bonuses(last_request(request.messages), request.tools, weight)
-        return _Job(
-            prompt,
-            dict(request.action_schema),
-            mode,
-            reason,
-            settings,
+    def _job(self, request: StepRequest, on_text: Callable[[str], None] | None) -> StepJob:
+        return step_job(
+            request,
             on_text,
-            prior,
-            sources,
-            preferred,
+            mode=request.mode or self.mode,
+            tool_relevance=self.tool_relevance,
+            tool_similarity=self.tool_similarity,
         )
 
-    async def _submit(self, job: _Job) -> _Outcome:
+    async def _submit(self, job: StepJob) -> StepOutcome:
         key = (job.mode, job.reason, compact_json(job.settings))
         outcome, _ = await self.batcher.submit(job, key=key)
         return outcome
 
-    def _response(self, outcome: _Outcome, started: float) -> StepResponse:
+    def _response(self, outcome: StepOutcome, started: float) -> StepResponse:
         try:
             action = parse_action(outcome.text)
         except ActionParseError as exc:
@@ -412,7 +399,7 @@ class EmbeddedModel:
             anyio.from_thread.run_sync(send.send_nowait, text)
 
         job = self._job(request, on_text)
-        box: dict[str, _Outcome] = {}
+        box: dict[str, StepOutcome] = {}
 
         async def work() -> None:
             async with send:

@@ -33,12 +33,13 @@ from agentflow.engine.chat_template import (
 from agentflow.engine.checkpoints import save_checkpoint
 from agentflow.engine.constraints.automaton_store import CACHE_ENV
 from agentflow.engine.constraints.copy_choices import request_spans
+from agentflow.engine.errors import CheckpointError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
-from agentflow.engine.tool_relevance import tool_bonuses
+from agentflow.engine.tool_similarity import WordVectors, tool_choice_bonuses
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
-from agentflow.models.embedded import TOOL_RELEVANCE
+from agentflow.models.embedded import TOOL_RELEVANCE, TOOL_SIMILARITY
 
 
 @tool
@@ -300,12 +301,24 @@ def cancel_order(order_id: str) -> str:
     return "cancelled"
 
 
+@pytest.fixture(scope="module")
+def vectors() -> WordVectors:
+    return WordVectors.load()
+
+
 @pytest.mark.anyio
-@pytest.mark.parametrize("weight", [TOOL_RELEVANCE, 3.0, 0.0])
-async def test_steps_weigh_tool_names_by_their_words_in_the_request(
-    dlm_path: Path, monkeypatch: pytest.MonkeyPatch, weight: float
+@pytest.mark.parametrize(
+    ("relevance", "similarity"),
+    [(TOOL_RELEVANCE, TOOL_SIMILARITY), (3.0, 0.0), (0.0, 20.0), (0.0, 0.0)],
+)
+async def test_steps_weigh_tool_names_by_the_request(
+    dlm_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    vectors: WordVectors,
+    relevance: float,
+    similarity: float,
 ) -> None:
-    model = EmbeddedModel(dlm_path, tool_relevance=weight)
+    model = EmbeddedModel(dlm_path, tool_relevance=relevance, tool_similarity=similarity)
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
     req = request(agent, "Please cancel order 58213")
     model.load()
@@ -320,12 +333,19 @@ async def test_steps_weigh_tool_names_by_their_words_in_the_request(
     monkeypatch.setattr(engine, "generate", spy)
     assert_valid((await model.step(req)).text, req.action_schema)
     (session,) = seen
-    want = tool_bonuses("Please cancel order 58213", req.tools, weight)
-    assert session.preferred == want
-    assert bool(want) == (weight > 0)
-    if want:  # "cancel" names one tool, "order" both
+    want = tool_choice_bonuses(
+        "Please cancel order 58213",
+        req.tools,
+        relevance=relevance,
+        similarity=similarity,
+        vectors=vectors,
+    )
+    assert session.preferred == pytest.approx(want)
+    assert bool(want) == (relevance > 0 or similarity > 0)
+    assert session._prefer_once == bool(want)  # a first call's tool is not favoured again
+    if want:  # by its words ("cancel" names one tool, "order" both) or by meaning
         assert set(want) == {"get_order", "cancel_order"}
-        assert want["cancel_order"] > want["get_order"] > 0
+        assert want["cancel_order"] > want["get_order"]
 
 
 @pytest.mark.anyio
@@ -360,11 +380,41 @@ def test_a_negative_tool_relevance_is_refused(dlm_path: Path) -> None:
         anyio.run(model.step, replace(req, settings={"tool_relevance": "high"}))
 
 
-def test_a_step_may_set_its_own_tool_relevance(dlm_path: Path) -> None:
-    model = EmbeddedModel(dlm_path, tool_relevance=0.0)
+def test_a_step_may_set_its_own_tool_weights(dlm_path: Path, vectors: WordVectors) -> None:
+    model = EmbeddedModel(dlm_path, tool_relevance=0.0, tool_similarity=0.0)
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
     req = request(agent, "Please cancel order 58213")
-    job = model._job(replace(req, settings={"tool_relevance": 2.0, "temperature": 0.0}), None)
-    assert job.preferred == tool_bonuses("Please cancel order 58213", req.tools, 2.0)
+    settings = {"tool_relevance": 2.0, "tool_similarity": 5.0, "temperature": 0.0}
+    job = model._job(replace(req, settings=settings), None)
+    assert model._tool_bonuses(job) == pytest.approx(
+        tool_choice_bonuses(
+            "Please cancel order 58213", req.tools, relevance=2.0, similarity=5.0, vectors=vectors
+        )
+    )
     assert job.settings == {"temperature": 0.0}  # not a decoding knob
-    assert model._job(req, None).preferred == {}
+    assert model._tool_bonuses(model._job(req, None)) == {}
+
+
+def test_a_negative_tool_similarity_is_refused(dlm_path: Path) -> None:
+    with pytest.raises(ValueError, match="tool_similarity"):
+        EmbeddedModel(dlm_path, tool_similarity=-1.0)
+    model = EmbeddedModel(dlm_path)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, "Please cancel order 58213")
+    with pytest.raises(ValueError, match="tool_similarity"):
+        anyio.run(model.step, replace(req, settings={"tool_similarity": float("inf")}))
+
+
+def test_tool_similarity_without_its_word_vectors_fails_the_step_by_name(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    model = EmbeddedModel(dlm_path, generation=GEN)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, "Please cancel order 58213")
+    with pytest.raises(CheckpointError, match="pip install wordllama"):
+        anyio.run(model.step, req)
+    off = replace(req, settings={"tool_similarity": 0.0})  # turned off, the step runs
+    assert_valid(anyio.run(model.step, off).text, req.action_schema)
