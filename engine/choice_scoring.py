@@ -210,7 +210,8 @@ def choose(
 
     ``priors[i]`` (a prior, the tokens between its answer so far and the choice)
     calibrates a value choice of query ``i`` by ``prior_weight`` (module docstring).
-    A copy choice (:mod:`.constraints.copy_choices`) is never calibrated, and is
+    A key choice (``ConstraintSession.prefer_keys``) is never calibrated; nor is a
+    copy choice (:mod:`.constraints.copy_choices`), which is also
     declined (None) when the model does not end the value after its best
     candidate (``COPY_MIN_CLOSE``).
     ``length``: read only the cache's first ``length`` positions (default: all).
@@ -222,7 +223,8 @@ def choose(
     lifted: dict[int, int] = {}  # query -> the item of its prior, scored in the same pass
     for qi in multi:
         given = priors[qi] if priors is not None else None
-        if given is not None and prior_weight > 0 and not queries[qi].choice.copy:
+        choice = queries[qi].choice
+        if given is not None and prior_weight > 0 and not (choice.copy or choice.key):
             prior, prefix = given
             lifted[qi] = len(items)
             items.append((*prior.query(queries[qi].choice, prefix, (cache, queries[qi].row)), None))

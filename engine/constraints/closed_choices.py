@@ -11,8 +11,9 @@ reaches an unescaped ``"`` (the end of a JSON string) within
 ``MAX_CHOICE_BYTES`` bytes, along at most ``MAX_CHOICES`` distinct paths, no
 path is empty, and the strings are values, not object keys (a key choice, such
 as ``tool_calls`` against ``final``, is structure the model decides token by
-token: scored whole it did worse, docs/constraints.md). Free text, numbers and
-patterns branch past the limit at once.
+token: scored whole it did worse, docs/constraints.md — unless the session is
+given a bonus for every key, ``ConstraintSession.prefer_keys``). Free text,
+numbers and patterns branch past the limit at once.
 
 Each candidate is its string content; the ``"`` and whatever is forced after
 it stay with the jump-forward, except that a candidate another one extends
@@ -80,6 +81,9 @@ class ClosedChoice:
     within_text: bool = False
     #: True for a copy choice among numbers where a number opens (:mod:`.copy_choices`).
     number: bool = False
+    #: True for a choice among object keys (``ConstraintSession.prefer_keys``): scored
+    #: whole with its bonuses, and never calibrated against the choice prior.
+    key: bool = False
     #: Added to each candidate's score, in the candidates' order (empty: nothing):
     #: the session's preferences (``ConstraintSession.prefer``).
     bonus: tuple[float, ...] = ()
@@ -127,13 +131,21 @@ def choice_strings(
 
 
 def candidates_at(
-    forced: ForcedText, step: Callable[[int, int], int], state: int, live: np.ndarray
+    forced: ForcedText,
+    step: Callable[[int, int], int],
+    state: int,
+    live: np.ndarray,
+    *,
+    keys: bool = False,
 ) -> tuple[Candidate, ...] | None:
     """The tokenized candidates of the closed choice at ``state``, or None.
 
     ``step(state, token)`` is the token automaton's transition (-1 when refused).
     None also when a candidate's tokens do not end exactly where its content
-    does (the content would merge with what follows it).
+    does (the content would merge with what follows it). With ``keys``, the
+    choice among object keys at ``state`` instead (None where the strings are
+    values): made whole only when the session is given bonuses for it
+    (``ConstraintSession.prefer_keys``).
     """
     strings = choice_strings(forced, state, live)
     if strings is None:
@@ -144,7 +156,7 @@ def candidates_at(
     for content, before_quote in sorted(strings):
         quoted = int(forced.byte_next[before_quote, _QUOTE])
         after = b'"' + forced.forced_bytes(quoted, live)
-        if after[1:2] == b":":
+        if (after[1:2] == b":") != keys:
             return None  # object keys are structure: the model decides them token by token
         tokenized = tokenize_in_context(forced, content, after)
         if tokenized is None:

@@ -99,6 +99,7 @@ class Constraint:
         self._neighbours: ByteNeighbours | None = None  # built on the first refused pick
         # Closed choices by automaton state, found on first use (:mod:`.closed_choices`).
         self._choices: dict[int, tuple[Candidate, ...] | None] = {}
+        self._key_choices: dict[int, tuple[Candidate, ...] | None] = {}
         self._free_text: np.ndarray | None = None  # built on first use (:mod:`.free_text`)
         self._word_enders: tuple[int, ...] | None = None  # built on first use (word_copies)
 
@@ -138,6 +139,14 @@ class Constraint:
         if state not in self._choices:
             self._choices[state] = candidates_at(self.forced, self.host.step, state, self.host.live)
         return self._choices[state]
+
+    def key_candidates(self, state: int) -> tuple[Candidate, ...] | None:
+        """The object keys open at ``state`` as a closed choice (every candidate), or None."""
+        if state not in self._key_choices:
+            self._key_choices[state] = candidates_at(
+                self.forced, self.host.step, state, self.host.live, keys=True
+            )
+        return self._key_choices[state]
 
     def free_text(self, state: int) -> bool:
         """True when ``state`` is inside free text (:mod:`.free_text`)."""

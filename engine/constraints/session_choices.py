@@ -10,7 +10,7 @@ candidate the decoder chose. Kept apart from the step protocol of
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,8 @@ class SessionChoices:
     _preferred: Mapping[str, float] = {}
     #: True: a value the output already holds loses its bonus (:meth:`prefer`).
     _prefer_once: bool = False
+    #: Log-space bonuses of object keys that make a key choice (:meth:`prefer_keys`).
+    _key_bonuses: Mapping[str, float] = {}
 
     if TYPE_CHECKING:
 
@@ -120,6 +122,34 @@ class SessionChoices:
         self._preferred = dict(bonuses)
         self._prefer_once = once
 
+    def prefer_keys(self, bonuses: Mapping[str, float]) -> None:
+        """Make a choice among object keys whose every candidate is a key of ``bonuses``
+        a closed choice, scored whole (``score_choices``) with ``bonuses[key]`` added:
+        ``agentflow`` passes ``{"final": b, "tool_calls": 0}`` where a request looks
+        like one no tool serves (:func:`agentflow.engine.tool_similarity.answer_bonuses`).
+        Other key choices stay the model's, token by token; an empty mapping turns
+        it off."""
+        bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
+        if bad:
+            raise ValueError(f"prefer_keys takes finite bonuses keyed by strings, got {bad[:3]!r}")
+        self._key_bonuses = dict(bonuses)
+
+    def _key_choice(
+        self, state: int, fitting: Callable[[tuple[Candidate, ...]], ClosedChoice | None]
+    ) -> ClosedChoice | None:
+        """The key choice at ``state`` with its bonuses (:meth:`prefer_keys`), fitted by
+        ``fitting``; None when there is none or a key has no bonus."""
+        if not self._key_bonuses:
+            return None
+        keys = self._c.key_candidates(state)
+        if keys is None or not all(c.text in self._key_bonuses for c in keys):
+            return None
+        choice = fitting(keys)
+        if choice is None:
+            return None
+        bonus = tuple(float(self._key_bonuses[c.text]) for c in choice.candidates)
+        return replace(choice, key=True, bonus=bonus)
+
     def _preferring(
         self, choice: ClosedChoice | None, before: Sequence[int] = ()
     ) -> ClosedChoice | None:
@@ -163,13 +193,18 @@ class SessionChoices:
         if states.size != 1:
             return None
         cands = self._c.candidates(int(states[0]))
+
+        def fitting(found: tuple[Candidate, ...]) -> ClosedChoice | None:
+            return fit(found, row.length - start, lambda k: row.backward[start + 1 + k])
+
         if cands is None:
-            copy = self._copy_choice(row, start) or self._word_choice(row, start)
-            return None if copy is None else (start, copy)
-        choice = self._preferring(
-            fit(cands, row.length - start, lambda k: row.backward[start + 1 + k]),
-            row.tokens[:start],
-        )
+            other = (
+                self._key_choice(int(states[0]), fitting)
+                or self._copy_choice(row, start)
+                or self._word_choice(row, start)
+            )
+            return None if other is None else (start, other)
+        choice = self._preferring(fitting(cands), row.tokens[:start])
         return None if choice is None else (start, choice)
 
     def decline_choice(self, tokens: Tensor, masked: Tensor, start: int) -> None:
@@ -341,9 +376,17 @@ class SessionChoices:
         if self.done or room < 1:
             return None
         cands = self._c.candidates(self._state)
+
+        def fitting(found: tuple[Candidate, ...]) -> ClosedChoice | None:
+            return fit(found, room, lambda k: self._t.level(self._exit_level(k + 1)))
+
         if cands is None:
-            return self._next_copy(room) or self._next_word(room)
-        return self._preferring(fit(cands, room, lambda k: self._t.level(self._exit_level(k + 1))))
+            return (
+                self._key_choice(self._state, fitting)
+                or self._next_copy(room)
+                or self._next_word(room)
+            )
+        return self._preferring(fitting(cands))
 
     def _next_copy(self, room: int) -> ClosedChoice | None:
         """The copy choice right after the prefix (autoregressive decoding): offered when

@@ -336,3 +336,76 @@ def test_a_value_preferred_once_gets_its_bonus_back_after_a_rollback(
     assert bonus() == {"get_order": 1.0, "cancel_order": 2.0, "get_orders": 1.0}
     session.rollback(snapshot)
     assert bonus()["get_order"] == 3.0
+
+
+KEYS_SCHEMA = {
+    "oneOf": [
+        {
+            "type": "object",
+            "properties": {"final": {"type": "string", "maxLength": 8}},
+            "required": ["final"],
+            "additionalProperties": False,
+        },
+        {
+            "type": "object",
+            "properties": {
+                "tool_calls": {"type": "array", "items": {"enum": NAMES}, "maxItems": 2}
+            },
+            "required": ["tool_calls"],
+            "additionalProperties": False,
+        },
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def keys(build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer) -> Constraint:
+    return Constraint(build_automaton(compile_json_schema(KEYS_SCHEMA).regex), tokenizer)
+
+
+def test_object_keys_make_a_choice_only_when_every_key_has_a_bonus(
+    keys: Constraint, tokenizer: Tokenizer
+) -> None:
+    session = keys.session(40)
+    forced = session.forced_tokens()
+    assert tokenizer.decode(forced) == '{"'
+    session.advance(forced)
+    assert session.next_choice(room=40) is None  # keys are the model's, token by token
+    session.prefer_keys({"final": 2.0})  # not every key: still not a choice
+    assert session.next_choice(room=40) is None
+    session.prefer_keys({"final": 2.0, "tool_calls": 0.0})
+    choice = session.next_choice(room=40)
+    assert choice is not None and choice.key and not choice.copy
+    assert dict(zip((c.text for c in choice.candidates), choice.bonus, strict=True)) == {
+        "final": 2.0,
+        "tool_calls": 0.0,
+    }
+    session.advance(tokenizer.encode('tool_calls":["'))
+    inner = session.next_choice(room=40)  # the values inside are a value choice as before
+    assert inner is not None and not inner.key
+    with pytest.raises(ValueError, match="finite"):
+        session.prefer_keys({"final": float("inf")})
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar", "hybrid"])
+def test_a_key_bonus_decides_between_answering_and_calling_in_every_decoder(
+    mode: str, keys: Constraint, tokenizer: Tokenizer, model_factory
+) -> None:
+    vocab = tokenizer.vocab_size
+    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
+    verifier = model_factory("causal", vocab_size=vocab, seed=11)
+    engine: Any = {
+        "diffusion": lambda: DiffusionEngine(drafter),
+        "ar": lambda: ARDecoder(verifier),
+        "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
+    }[mode]()
+    config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
+    prompt = tokenizer.encode("thanks, bye")
+    priors = [tokenizer.encode("hello")]  # a key choice is not calibrated against it
+    for wanted in ("final", "tool_calls"):
+        session = keys.session(40)
+        session.prefer_keys({k: 1e4 if k == wanted else 0.0 for k in ("final", "tool_calls")})
+        out = engine.generate([prompt], config, constraints=[session], choice_priors=priors)
+        value = json.loads(tokenizer.decode(out.sequences[0], skip_special=True))
+        jsonschema.validate(value, KEYS_SCHEMA)
+        assert list(value) == [wanted]
