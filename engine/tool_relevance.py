@@ -83,6 +83,14 @@ def request_words(text: str) -> list[str]:
     return words(" ".join(kept))
 
 
+def holds_values(text: str) -> bool:
+    """True when ``text`` quotes something or holds a value-like token (an id, a host,
+    an e-mail, a number): what a tool call would take as an argument."""
+    if _QUOTED.search(text):
+        return True
+    return any(_VALUE_LIKE.search(t.strip(".,;:!?()'")) for t in text.split())
+
+
 class DescribedTool(Protocol):
     """What relevance reads of a tool (``ToolSpec`` has both)."""
 

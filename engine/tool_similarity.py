@@ -32,7 +32,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import CheckpointError
-from .tool_relevance import DescribedTool, check_weight, request_words, tool_bonuses, words
+from .tool_relevance import (
+    DescribedTool,
+    check_weight,
+    holds_values,
+    relevance,
+    request_words,
+    tool_bonuses,
+    words,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,6 +48,13 @@ if TYPE_CHECKING:
 #: Log-space bonus per unit of cosine similarity above the listed tools' mean:
 #: ``EmbeddedModel``'s default (``agentflow eval --tool-similarity`` is off unless given).
 DEFAULT_WEIGHT = 20.0
+
+#: A request no listed tool comes this close to (cosine similarity, not centred),
+#: that shares no word with any and holds no value, is taken for one no tool serves.
+NO_TOOL_SIMILARITY = 0.1
+#: Log-space bonus of the ``final`` key over ``tool_calls`` for such a request:
+#: ``EmbeddedModel``'s default (``agentflow eval --answer-bonus`` is off unless given).
+DEFAULT_ANSWER_BONUS = 8.0
 
 #: The files of the ``wordllama`` wheel that hold the vectors, under its package folder.
 WORDLLAMA_FILES = (
@@ -179,6 +194,35 @@ def _read_tokenizer(path: Path) -> object:
         raise CheckpointError(
             f"word vectors tokenizer {path} is not readable: {exc}", path=path
         ) from exc
+
+
+def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:
+    """True when ``request`` looks like one no listed tool serves ("thanks, bye",
+    "can you order me a pizza"): it quotes nothing and holds no value-like token (an
+    id, a host, an e-mail, a number), shares no word with any tool
+    (:func:`~.tool_relevance.relevance`) and comes within ``NO_TOOL_SIMILARITY``
+    of none in meaning; False when no tool is listed."""
+    if not tools or holds_values(request) or any(relevance(request, tools).values()):
+        return False
+    said = " ".join(request_words(request))
+    if not said:
+        return True
+    rows = vectors.embed([said, *(tool_text(t) for t in tools)])
+    return float((rows[1:] @ rows[0]).max()) < NO_TOOL_SIMILARITY
+
+
+def answer_bonuses(
+    request: str,
+    tools: Sequence[DescribedTool],
+    vectors: WordVectors,
+    bonus: float = DEFAULT_ANSWER_BONUS,
+) -> dict[str, float]:
+    """Key bonuses for ``ConstraintSession.prefer_keys``: ``{"final": bonus,
+    "tool_calls": 0.0}`` when :func:`serves_no_tool`, else empty (nothing changes)."""
+    bonus = check_weight(bonus, "answer bonus")
+    if bonus == 0 or not serves_no_tool(request, tools, vectors):
+        return {}
+    return {"final": bonus, "tool_calls": 0.0}
 
 
 def tool_choice_bonuses(

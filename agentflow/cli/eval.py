@@ -70,6 +70,15 @@ def add_parser(subparsers: Any) -> None:
         "(word vectors; agentflow.engine.tool_similarity; default 0: off)",
     )
     parser.add_argument(
+        "--answer-bonus",
+        type=float,
+        default=0.0,
+        metavar="B",
+        help="with --score-choices: where a request looks like one no tool serves (no value, "
+        "no word or meaning close to a tool), add B to the score of answering over calling "
+        "(agentflow.engine.tool_similarity.answer_bonuses; default 0: off)",
+    )
+    parser.add_argument(
         "--structured",
         action="store_true",
         help="evaluate answers that are JSON objects of a schema the prompt shows "
@@ -142,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_weight(args.tool_relevance, "--tool-relevance")
         check_weight(args.tool_similarity, "--tool-similarity")
+        check_weight(args.answer_bonus, "--answer-bonus")
     except ValueError as exc:
         print(f"agentflow eval: {exc}", file=sys.stderr)
         return 2
@@ -203,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         min_prompt_tokens=args.min_prompt_tokens,
         tool_relevance=args.tool_relevance,
         tool_similarity=args.tool_similarity,
+        answer_bonus=args.answer_bonus,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

@@ -42,7 +42,7 @@ import jsonschema
 
 from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
-from ..tool_similarity import WordVectors, tool_choice_bonuses
+from ..tool_similarity import WordVectors, answer_bonuses, tool_choice_bonuses
 from . import augment
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
@@ -260,6 +260,7 @@ def evaluate(
     min_prompt_tokens: int = 0,
     tool_relevance: float = 0.0,
     tool_similarity: float = 0.0,
+    answer_bonus: float = 0.0,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -271,7 +272,10 @@ def evaluate(
     off) adds each tool's relevance to the request to its name's score
     (:mod:`agentflow.engine.tool_relevance`), ``tool_similarity`` (a weight; 0: off)
     its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
-    bonus favours a tool once per step (``prefer(..., once=True)``). ``structured``
+    bonus favours a tool once per step (``prefer(..., once=True)``).
+    ``answer_bonus`` (0: off) favours an answer over a call where the request looks
+    like one no tool serves (:func:`agentflow.engine.tool_similarity.answer_bonuses`).
+    ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -283,7 +287,7 @@ def evaluate(
         split=split,
     )
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
-    vectors = WordVectors.load() if tool_similarity > 0 else None
+    vectors = WordVectors.load() if tool_similarity > 0 or answer_bonus > 0 else None
     # Compiled as the batches need them and only the recent ones kept: an action
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
     compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
@@ -334,6 +338,13 @@ def evaluate(
                         vectors=vectors,
                     )
                     session.prefer(bonuses, once=True)
+            if answer_bonus > 0:
+                for i, session in zip(chunk, sessions, strict=True):
+                    request = last_request(samples[i].messages)
+                    assert vectors is not None
+                    session.prefer_keys(
+                        answer_bonuses(request, samples[i].tools, vectors, answer_bonus)
+                    )
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
@@ -365,6 +376,7 @@ def evaluate(
         "min_prompt_tokens": min_prompt_tokens,
         "tool_relevance": tool_relevance,
         "tool_similarity": tool_similarity,
+        "answer_bonus": answer_bonus,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),

@@ -9,6 +9,7 @@ import pytest
 from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.tool_relevance import (
     DESCRIPTION_WEIGHT,
+    holds_values,
     relevance,
     request_words,
     same_word,
@@ -74,3 +75,9 @@ def test_bonuses_are_weighted_and_given_only_where_the_request_names_a_tool() ->
     for bad in (-1.0, float("nan"), True, "4"):
         with pytest.raises(ValueError, match="weight"):
             tool_bonuses("tracking", TOOLS, weight=bad)  # type: ignore[arg-type]
+
+
+def test_values_are_quoted_text_and_value_like_tokens() -> None:
+    assert holds_values("where is order 58213?") and holds_values("mail a@b.io")
+    assert holds_values('file "disk full" now') and holds_values("restart web-prod-03.")
+    assert not holds_values("thanks, bye!") and not holds_values("can you order me a pizza")

@@ -14,6 +14,8 @@ from agentflow.engine.tool_relevance import relevance, tool_bonuses
 from agentflow.engine.tool_similarity import (
     WORDLLAMA_FILES,
     WordVectors,
+    answer_bonuses,
+    serves_no_tool,
     similarity,
     similarity_bonuses,
     tool_choice_bonuses,
@@ -114,3 +116,30 @@ def test_without_the_wordllama_package_the_error_says_how_to_get_it(
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(CheckpointError, match="pip install wordllama"):
         WordVectors.load()
+
+
+@pytest.mark.parametrize(
+    ("request_text", "no_tool"),
+    [
+        ("thanks, bye", True),
+        ("ok thank you so much", True),
+        ("can you order me a pizza", False),  # "order" is in two tools' descriptions
+        ("what's the capital of France?", True),
+        ("my parcel hasn't arrived, where is it?", False),  # close to locate_shipment
+        ("bye, and refund 12.50 please", False),  # a value: something to call with
+        ('bye "hi"', False),  # quoted text is an argument too
+    ],
+)
+def test_a_request_no_tool_serves_is_told_apart(
+    vectors: WordVectors, request_text: str, no_tool: bool
+) -> None:
+    assert serves_no_tool(request_text, TOOLS, vectors) is no_tool
+    bonuses = answer_bonuses(request_text, TOOLS, vectors, 4.0)
+    assert bonuses == ({"final": 4.0, "tool_calls": 0.0} if no_tool else {})
+
+
+def test_answer_bonuses_are_off_without_tools_or_weight(vectors: WordVectors) -> None:
+    assert not serves_no_tool("thanks, bye", [], vectors)
+    assert answer_bonuses("thanks, bye", TOOLS, vectors, 0.0) == {}
+    with pytest.raises(ValueError, match="answer bonus"):
+        answer_bonuses("thanks, bye", TOOLS, vectors, -1.0)
