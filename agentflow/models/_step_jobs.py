@@ -26,7 +26,7 @@ from .base import StepRequest, StepUsage
 #: The decoding modes a step may ask for.
 MODES = ("diffusion", "hybrid", "ar", "auto")
 #: Step settings that are not decoding knobs.
-STEP_SETTINGS = ("reason", "tool_relevance", "tool_similarity")
+STEP_SETTINGS = ("reason", "tool_relevance", "tool_similarity", "answer_bonus")
 
 
 @dataclass
@@ -47,6 +47,8 @@ class StepJob:
     tools: list[ToolSpec] = field(default_factory=list)
     relevance: float = 0.0
     similarity: float = 0.0
+    #: The bonus of answering over calling where the request looks like one no tool serves.
+    answer: float = 0.0
 
 
 @dataclass
@@ -63,9 +65,11 @@ def step_job(
     mode: str,
     tool_relevance: float,
     tool_similarity: float,
+    answer_bonus: float,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason`` and
-    the tool-choice weights (ValueError names a mode or weight out of range)."""
+    the tool-choice weights and the answer bonus (ValueError names a mode or weight
+    out of range)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     output = request.output_schema
@@ -78,6 +82,7 @@ def step_job(
     similarity = check_weight(
         request.settings.get("tool_similarity", tool_similarity), "tool_similarity"
     )
+    answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
     prior = render_choice_prior(
         request.messages, request.tools, instructions=request.instructions, output=output
     )
@@ -94,4 +99,5 @@ def step_job(
         list(request.tools),
         relevance,
         similarity,
+        answer,
     )

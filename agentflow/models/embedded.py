@@ -30,6 +30,7 @@ import anyio.from_thread
 from agentflow.engine.chat_template import compact_json
 from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_relevance import check_weight
+from agentflow.engine.tool_similarity import DEFAULT_ANSWER_BONUS
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
@@ -79,6 +80,9 @@ TOOL_RELEVANCE = RELEVANCE_WEIGHT
 #: Weight of each tool's similarity in meaning to the request (word vectors), with
 #: the same measurements (docs/constraints.md, "Tool similarity").
 TOOL_SIMILARITY = SIMILARITY_WEIGHT
+#: Bonus of answering over calling a tool where the request looks like one no tool
+#: serves (docs/constraints.md, "Requests no tool serves").
+ANSWER_BONUS = DEFAULT_ANSWER_BONUS
 
 
 class EmbeddedModel:
@@ -107,8 +111,10 @@ class EmbeddedModel:
     docs/constraints.md, "Tool relevance"); ``tool_similarity``: and this weight times
     its similarity in meaning to the request, read with the word vectors of the
     ``wordllama`` package (:mod:`agentflow.engine.tool_similarity`); each favours a
-    tool once per step, not again for a parallel call after it. 0 turns either off;
-    a step's ``settings`` may set either too.
+    tool once per step, not again for a parallel call after it. ``answer_bonus``:
+    where a request holds no value and comes close to no tool in words or meaning
+    ("thanks, bye"), add this to the score of answering over calling a tool. 0
+    turns any of them off; a step's ``settings`` may set them too.
     """
 
     def __init__(
@@ -125,6 +131,7 @@ class EmbeddedModel:
         prompt_cache: int | None = None,
         tool_relevance: float = TOOL_RELEVANCE,
         tool_similarity: float = TOOL_SIMILARITY,
+        answer_bonus: float = ANSWER_BONUS,
     ) -> None:
         if mode is None:
             mode = (
@@ -136,6 +143,7 @@ class EmbeddedModel:
             raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
         check_weight(tool_relevance, "tool_relevance")
         check_weight(tool_similarity, "tool_similarity")
+        check_weight(answer_bonus, "answer_bonus")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
@@ -144,6 +152,7 @@ class EmbeddedModel:
         self.prompt_cache = prompt_cache
         self.tool_relevance = tool_relevance
         self.tool_similarity = tool_similarity
+        self.answer_bonus = answer_bonus
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -165,9 +174,10 @@ class EmbeddedModel:
 
     def load(self) -> None:
         """Load the checkpoint(s) now (otherwise the first step does), and the word
-        vectors when ``tool_similarity`` is on (otherwise the first step with tools does)."""
+        vectors when ``tool_similarity`` or ``answer_bonus`` is on (otherwise the first
+        step with tools does)."""
         self._load_checkpoints()
-        if self.tool_similarity > 0:
+        if self.tool_similarity > 0 or self.answer_bonus > 0:
             self._word_vectors()
 
     def _load_checkpoints(self) -> None:
@@ -296,9 +306,7 @@ class EmbeddedModel:
                 )
                 if COPY:
                     session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
-                bonuses = self._tool_bonuses(job)
-                if bonuses:
-                    session.prefer(bonuses, once=True)
+                self._prefer(session, job)
                 sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
@@ -307,6 +315,18 @@ class EmbeddedModel:
         if ready:
             done = self._generate(ready, sessions, config, mode)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
+
+    def _prefer(self, session: Any, job: StepJob) -> None:
+        """Give ``session`` the step's tool-name bonuses and its answer bonus."""
+        bonuses = self._tool_bonuses(job)
+        if bonuses:
+            session.prefer(bonuses, once=True)
+        if job.answer > 0 and job.tools:
+            from agentflow.engine.tool_similarity import answer_bonuses
+
+            keys = answer_bonuses(job.request, job.tools, self._word_vectors(), job.answer)
+            if keys:
+                session.prefer_keys(keys)
 
     def _tool_bonuses(self, job: StepJob) -> dict[str, float]:
         from agentflow.engine.tool_similarity import tool_choice_bonuses
@@ -369,6 +389,7 @@ class EmbeddedModel:
             mode=request.mode or self.mode,
             tool_relevance=self.tool_relevance,
             tool_similarity=self.tool_similarity,
+            answer_bonus=self.answer_bonus,
         )
 
     async def _submit(self, job: StepJob) -> StepOutcome:

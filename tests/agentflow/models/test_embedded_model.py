@@ -39,7 +39,7 @@ from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.engine.tool_similarity import WordVectors, tool_choice_bonuses
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
-from agentflow.models.embedded import TOOL_RELEVANCE, TOOL_SIMILARITY
+from agentflow.models.embedded import ANSWER_BONUS, TOOL_RELEVANCE, TOOL_SIMILARITY
 
 
 @tool
@@ -416,5 +416,34 @@ def test_tool_similarity_without_its_word_vectors_fails_the_step_by_name(
     req = request(agent, "Please cancel order 58213")
     with pytest.raises(CheckpointError, match="pip install wordllama"):
         anyio.run(model.step, req)
-    off = replace(req, settings={"tool_similarity": 0.0})  # turned off, the step runs
+    # Turned off (the answer bonus reads the vectors too), the step runs.
+    off = replace(req, settings={"tool_similarity": 0.0, "answer_bonus": 0.0})
     assert_valid(anyio.run(model.step, off).text, req.action_schema)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("bonus", [ANSWER_BONUS, 0.0])
+async def test_a_request_no_tool_serves_favours_an_answer(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch, bonus: float
+) -> None:
+    model = EmbeddedModel(dlm_path, answer_bonus=bonus)
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    model.load()
+    engine = model._engine("diffusion")
+    seen: list[Any] = []
+    original = engine.generate
+
+    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
+        seen.extend(kwargs["constraints"])
+        return original(prompts, config, **kwargs)
+
+    monkeypatch.setattr(engine, "generate", spy)
+    for text, no_tool in (("thanks, bye", True), ("Please cancel order 58213", False)):
+        req = request(agent, text)
+        assert_valid((await model.step(req)).text, req.action_schema)
+        want = {"final": bonus, "tool_calls": 0.0} if no_tool and bonus else {}
+        assert seen.pop()._key_bonuses == want
+    with pytest.raises(ValueError, match="answer_bonus"):
+        EmbeddedModel(dlm_path, answer_bonus=-1.0)
+    job = model._job(replace(request(agent, "bye"), settings={"answer_bonus": 2.0}), None)
+    assert job.answer == 2.0 and "answer_bonus" not in job.settings
