@@ -19,8 +19,12 @@ cosine similarity to the request, less the listed tools' mean: only the
 differences between tools matter to a choice.
 
 The bonuses join tool relevance's on the tool-name choice
-(``ConstraintSession.prefer``); the model still decides. docs/constraints.md
-("Tool similarity") has the measurements behind the default weight.
+(``ConstraintSession.prefer``); the model still decides. The same vectors tell
+a request no tool serves ("thanks, bye": no value, no word and no meaning
+close to a tool), whose answer then gets a bonus over a call
+(:func:`answer_bonuses`, ``ConstraintSession.prefer_keys``). docs/constraints.md
+("Tool similarity", "Requests no tool serves") has the measurements behind the
+defaults.
 """
 
 from __future__ import annotations
