@@ -133,6 +133,22 @@ def assert_valid(text: str, schema: dict[str, Any]) -> None:
     jsonschema.validate(json.loads(text), schema)
 
 
+def spy_on_generate(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """Load ``model`` and record each call of its diffusion engine's ``generate``
+    (``config`` and the keyword arguments: ``constraints``, ``choice_priors``, ...)."""
+    model.load()
+    engine = model._engine("diffusion")
+    seen: list[dict[str, Any]] = []
+    original = engine.generate
+
+    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
+        seen.append({"config": config, **kwargs})
+        return original(prompts, config, **kwargs)
+
+    monkeypatch.setattr(engine, "generate", spy)
+    return seen
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 async def test_step_and_stream_return_schema_valid_actions_with_usage(
@@ -270,16 +286,7 @@ async def test_steps_pass_the_conversation_without_its_request_as_the_choice_pri
     model = EmbeddedModel(dlm_path)  # the default decoding knobs score choices
     agent = support_agent(model)
     req = request(agent)
-    model.load()
-    engine = model._engine("diffusion")
-    seen: list[dict[str, Any]] = []
-    original = engine.generate
-
-    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
-        seen.append({"config": config, **kwargs})
-        return original(prompts, config, **kwargs)
-
-    monkeypatch.setattr(engine, "generate", spy)
+    seen = spy_on_generate(model, monkeypatch)
     response = await model.step(req)
     assert_valid(response.text, req.action_schema)
     (call,) = seen
@@ -321,18 +328,9 @@ async def test_steps_weigh_tool_names_by_the_request(
     model = EmbeddedModel(dlm_path, tool_relevance=relevance, tool_similarity=similarity)
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
     req = request(agent, "Please cancel order 58213")
-    model.load()
-    engine = model._engine("diffusion")
-    seen: list[Any] = []
-    original = engine.generate
-
-    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
-        seen.extend(kwargs["constraints"])
-        return original(prompts, config, **kwargs)
-
-    monkeypatch.setattr(engine, "generate", spy)
+    seen = spy_on_generate(model, monkeypatch)
     assert_valid((await model.step(req)).text, req.action_schema)
-    (session,) = seen
+    ((session,),) = [call["constraints"] for call in seen]
     want = tool_choice_bonuses(
         "Please cancel order 58213",
         req.tools,
@@ -370,14 +368,18 @@ async def test_steps_keep_their_automata_in_the_cache_folder(
         assert_valid((await again.step(req)).text, req.action_schema)
 
 
-def test_a_negative_tool_relevance_is_refused(dlm_path: Path) -> None:
-    with pytest.raises(ValueError, match="tool_relevance"):
-        EmbeddedModel(dlm_path, tool_relevance=-1.0)
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [("tool_relevance", "high"), ("tool_similarity", float("inf")), ("answer_bonus", -2.0)],
+)
+def test_a_tool_weight_out_of_range_is_refused(dlm_path: Path, name: str, bad: object) -> None:
+    with pytest.raises(ValueError, match=name):
+        EmbeddedModel(dlm_path, **{name: -1.0})
     model = EmbeddedModel(dlm_path)
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
     req = request(agent, "Please cancel order 58213")
-    with pytest.raises(ValueError, match="tool_relevance"):
-        anyio.run(model.step, replace(req, settings={"tool_relevance": "high"}))
+    with pytest.raises(ValueError, match=name):  # a step's own setting too
+        anyio.run(model.step, replace(req, settings={name: bad}))
 
 
 def test_a_step_may_set_its_own_tool_weights(dlm_path: Path, vectors: WordVectors) -> None:
@@ -393,16 +395,6 @@ def test_a_step_may_set_its_own_tool_weights(dlm_path: Path, vectors: WordVector
     )
     assert job.settings == {"temperature": 0.0}  # not a decoding knob
     assert model._tool_bonuses(model._job(req, None)) == {}
-
-
-def test_a_negative_tool_similarity_is_refused(dlm_path: Path) -> None:
-    with pytest.raises(ValueError, match="tool_similarity"):
-        EmbeddedModel(dlm_path, tool_similarity=-1.0)
-    model = EmbeddedModel(dlm_path)
-    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
-    req = request(agent, "Please cancel order 58213")
-    with pytest.raises(ValueError, match="tool_similarity"):
-        anyio.run(model.step, replace(req, settings={"tool_similarity": float("inf")}))
 
 
 def test_tool_similarity_without_its_word_vectors_fails_the_step_by_name(
@@ -428,22 +420,12 @@ async def test_a_request_no_tool_serves_favours_an_answer(
 ) -> None:
     model = EmbeddedModel(dlm_path, answer_bonus=bonus)
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
-    model.load()
-    engine = model._engine("diffusion")
-    seen: list[Any] = []
-    original = engine.generate
-
-    def spy(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
-        seen.extend(kwargs["constraints"])
-        return original(prompts, config, **kwargs)
-
-    monkeypatch.setattr(engine, "generate", spy)
+    seen = spy_on_generate(model, monkeypatch)
     for text, no_tool in (("thanks, bye", True), ("Please cancel order 58213", False)):
         req = request(agent, text)
         assert_valid((await model.step(req)).text, req.action_schema)
         want = {"final": bonus, "tool_calls": 0.0} if no_tool and bonus else {}
-        assert seen.pop()._key_bonuses == want
-    with pytest.raises(ValueError, match="answer_bonus"):
-        EmbeddedModel(dlm_path, answer_bonus=-1.0)
+        (session,) = seen.pop()["constraints"]
+        assert session._key_bonuses == want
     job = model._job(replace(request(agent, "bye"), settings={"answer_bonus": 2.0}), None)
     assert job.answer == 2.0 and "answer_bonus" not in job.settings

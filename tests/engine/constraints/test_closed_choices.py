@@ -223,18 +223,23 @@ def test_hybrid_makes_the_verifiers_choices_and_diffusion_steps_the_drafters(
         assert drafted.stats.rows[0].nfe == alone.stats.rows[0].nfe
 
 
-@pytest.mark.parametrize("mode", ["diffusion", "ar", "hybrid"])
-def test_a_preferred_value_wins_by_its_bonus_in_every_decoder(
-    mode: str, constraint: Constraint, tokenizer: Tokenizer, model_factory
-) -> None:
+def decoder(mode: str, tokenizer: Tokenizer, model_factory) -> Any:
+    """A random-weight decoder of ``mode``: diffusion, AR, or hybrid (drafter + verifier)."""
     vocab = tokenizer.vocab_size
     drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
     verifier = model_factory("causal", vocab_size=vocab, seed=11)
-    engine: Any = {
+    return {
         "diffusion": lambda: DiffusionEngine(drafter),
         "ar": lambda: ARDecoder(verifier),
         "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
     }[mode]()
+
+
+@pytest.mark.parametrize("mode", ["diffusion", "ar", "hybrid"])
+def test_a_preferred_value_wins_by_its_bonus_in_every_decoder(
+    mode: str, constraint: Constraint, tokenizer: Tokenizer, model_factory
+) -> None:
+    engine = decoder(mode, tokenizer, model_factory)
     config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
     prompt = tokenizer.encode("Find order 58213")
 
@@ -295,14 +300,7 @@ def test_a_value_preferred_once_is_not_favoured_again(
     model_factory,
 ) -> None:
     pair = Constraint(build_automaton(compile_json_schema(PAIR_SCHEMA).regex), tokenizer)
-    vocab = tokenizer.vocab_size
-    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
-    verifier = model_factory("causal", vocab_size=vocab, seed=11)
-    engine: Any = {
-        "diffusion": lambda: DiffusionEngine(drafter),
-        "ar": lambda: ARDecoder(verifier),
-        "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
-    }[mode]()
+    engine = decoder(mode, tokenizer, model_factory)
     config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
     bonuses = {"get_order": 1e4, "cancel_order": 5e3, "get_orders": 0.0}
 
@@ -391,14 +389,7 @@ def test_object_keys_make_a_choice_only_when_every_key_has_a_bonus(
 def test_a_key_bonus_decides_between_answering_and_calling_in_every_decoder(
     mode: str, keys: Constraint, tokenizer: Tokenizer, model_factory
 ) -> None:
-    vocab = tokenizer.vocab_size
-    drafter = model_factory("block", vocab_size=vocab, logits_shift=1, seed=11, block_length=16)
-    verifier = model_factory("causal", vocab_size=vocab, seed=11)
-    engine: Any = {
-        "diffusion": lambda: DiffusionEngine(drafter),
-        "ar": lambda: ARDecoder(verifier),
-        "hybrid": lambda: HybridEngine(drafter, verifier, options=HybridOptions(adaptive=False)),
-    }[mode]()
+    engine = decoder(mode, tokenizer, model_factory)
     config = GenerationConfig(max_new_tokens=40, block_length=16, steps=16, score_choices=True)
     prompt = tokenizer.encode("thanks, bye")
     priors = [tokenizer.encode("hello")]  # a key choice is not calibrated against it
