@@ -3,7 +3,8 @@
 ``EmbeddedModel`` works out, for every step with tools, each tool's word overlap
 with the request (``tool_relevance``), its similarity in meaning
 (``tool_similarity``, WordLlama's vectors) and whether the request looks like one
-no tool serves (``answer_bonuses``). This times each against the step they serve,
+no tool serves (``serves_no_tool``; all in ``agentflow.engine.tool_priors``). This
+times each against the step they serve,
 side by side in one run:
 
 - loading the word vectors (once per ``EmbeddedModel``), in a fresh process;
@@ -33,8 +34,9 @@ import anyio
 
 from agentflow import Agent, tool
 from agentflow.engine.chat_template import ChatMessage, ToolSpec
+from agentflow.engine.tool_priors import serves_no_tool
 from agentflow.engine.tool_relevance import tool_bonuses
-from agentflow.engine.tool_similarity import WordVectors, answer_bonuses, similarity_bonuses
+from agentflow.engine.tool_similarity import WordVectors, similarity_bonuses
 from agentflow.models import EmbeddedModel
 
 REQUEST = "hey, my parcel for order 58213 hasn't arrived yet, where is it? it's kind of urgent"
@@ -69,7 +71,7 @@ def per_step(n: int, vectors: WordVectors, repeats: int) -> dict[str, float]:
         "relevance_ms": median_ms(lambda: tool_bonuses(REQUEST, listed), repeats),
         "similarity_ms": median_ms(lambda: similarity_bonuses(REQUEST, listed, vectors), repeats),
         "no_tool_sign_ms": median_ms(
-            lambda: answer_bonuses("thanks, bye", listed, vectors), repeats
+            lambda: serves_no_tool("thanks, bye", listed, vectors), repeats
         ),
     }
 

@@ -139,18 +139,23 @@ def check_weight(weight: object, name: str = "tool relevance weight") -> float:
     return float(weight)
 
 
+def as_bonuses(scores: dict[str, float], weight: float) -> dict[str, float]:
+    """``weight`` × each tool's score as log-space bonuses for ``ConstraintSession.prefer``,
+    or an empty dict when ``weight`` is 0, fewer than two tools are scored or every
+    score is 0 (nothing to prefer)."""
+    if weight == 0 or len(scores) < 2 or not any(scores.values()):
+        return {}
+    return {name: weight * s for name, s in scores.items()}
+
+
 def tool_bonuses(
     request: str, tools: Iterable[DescribedTool], weight: float = DEFAULT_WEIGHT
 ) -> dict[str, float]:
-    """Log-space bonuses for ``ConstraintSession.prefer``: ``weight`` × relevance for
-    every listed tool (0 for those the request shares no word with), or an empty
-    dict when it shares none with any, fewer than two tools are listed or
-    ``weight`` is 0."""
+    """:func:`as_bonuses` of :func:`relevance`: ``weight`` × relevance for every listed
+    tool (0 for those the request shares no word with), or an empty dict when it
+    shares none with any, fewer than two tools are listed or ``weight`` is 0."""
     weight = check_weight(weight)
     listed = list(tools)
     if weight == 0 or len(listed) < 2:
         return {}
-    scores = relevance(request, listed)
-    if not any(scores.values()):
-        return {}
-    return {name: weight * s for name, s in scores.items()}
+    return as_bonuses(relevance(request, listed), weight)

@@ -19,12 +19,9 @@ cosine similarity to the request, less the listed tools' mean: only the
 differences between tools matter to a choice.
 
 The bonuses join tool relevance's on the tool-name choice
-(``ConstraintSession.prefer``); the model still decides. The same vectors tell
-a request no tool serves ("thanks, bye": no value, no word and no meaning
-close to a tool), whose answer then gets a bonus over a call
-(:func:`answer_bonuses`, ``ConstraintSession.prefer_keys``). docs/constraints.md
-("Tool similarity", "Requests no tool serves") has the measurements behind the
-defaults.
+(``ConstraintSession.prefer``); the model still decides. The same cosines tell a
+request no tool serves (:mod:`.tool_priors`). docs/constraints.md ("Tool
+similarity") has the measurements behind the default weight.
 """
 
 from __future__ import annotations
@@ -36,15 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import CheckpointError
-from .tool_relevance import (
-    DescribedTool,
-    check_weight,
-    holds_values,
-    relevance,
-    request_words,
-    tool_bonuses,
-    words,
-)
+from .tool_relevance import DescribedTool, as_bonuses, check_weight, request_words, words
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,13 +41,6 @@ if TYPE_CHECKING:
 #: Log-space bonus per unit of cosine similarity above the listed tools' mean:
 #: ``EmbeddedModel``'s default (``agentflow eval --tool-similarity`` is off unless given).
 DEFAULT_WEIGHT = 20.0
-
-#: A request no listed tool comes this close to (cosine similarity, not centred),
-#: that shares no word with any and holds no value, is taken for one no tool serves.
-NO_TOOL_SIMILARITY = 0.1
-#: Log-space bonus of the ``final`` key over ``tool_calls`` for such a request:
-#: ``EmbeddedModel``'s default (``agentflow eval --answer-bonus`` is off unless given).
-DEFAULT_ANSWER_BONUS = 8.0
 
 #: The files of the ``wordllama`` wheel that hold the vectors, under its package folder.
 WORDLLAMA_FILES = (
@@ -127,18 +109,34 @@ def tool_text(tool: DescribedTool) -> str:
     return " ".join(words(tool.name) + words(tool.description or ""))
 
 
+def cosines(
+    request: str, tools: Sequence[DescribedTool], vectors: WordVectors
+) -> list[float] | None:
+    """Each tool's cosine similarity to ``request``'s own words (:func:`tool_text`
+    against :func:`~.tool_relevance.request_words`); None when the request has none
+    or no tool is listed."""
+    said = " ".join(request_words(request))
+    if not said or not tools:
+        return None
+    rows = vectors.embed([said, *(tool_text(t) for t in tools)])
+    return [float(x) for x in rows[1:] @ rows[0]]
+
+
+def centred(tools: Sequence[DescribedTool], found: list[float] | None) -> dict[str, float]:
+    """Each tool's cosine (:func:`cosines`) less the listed tools' mean: all zeros
+    when there are none."""
+    if found is None:
+        return dict.fromkeys((t.name for t in tools), 0.0)
+    mean = sum(found) / len(found)
+    return {t.name: c - mean for t, c in zip(tools, found, strict=True)}
+
+
 def similarity(
     request: str, tools: Sequence[DescribedTool], vectors: WordVectors
 ) -> dict[str, float]:
     """Each tool's cosine similarity to ``request`` less the listed tools' mean (all
     zeros when the request has no words of its own)."""
-    said = " ".join(request_words(request))
-    if not said or not tools:
-        return dict.fromkeys((t.name for t in tools), 0.0)
-    rows = vectors.embed([said, *(tool_text(t) for t in tools)])
-    sims = rows[1:] @ rows[0]
-    sims = sims - sims.mean()
-    return {t.name: float(s) for t, s in zip(tools, sims, strict=True)}
+    return centred(tools, cosines(request, tools, vectors))
 
 
 def similarity_bonuses(
@@ -154,10 +152,7 @@ def similarity_bonuses(
     listed = list(tools)
     if weight == 0 or len(listed) < 2:
         return {}
-    scores = similarity(request, listed, vectors)
-    if not any(scores.values()):
-        return {}
-    return {name: weight * s for name, s in scores.items()}
+    return as_bonuses(similarity(request, listed, vectors), weight)
 
 
 def _read_table(path: Path) -> np.ndarray:
@@ -198,52 +193,3 @@ def _read_tokenizer(path: Path) -> object:
         raise CheckpointError(
             f"word vectors tokenizer {path} is not readable: {exc}", path=path
         ) from exc
-
-
-def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:
-    """True when ``request`` looks like one no listed tool serves ("thanks, bye",
-    "can you order me a pizza"): it quotes nothing and holds no value-like token (an
-    id, a host, an e-mail, a number), shares no word with any tool
-    (:func:`~.tool_relevance.relevance`) and comes within ``NO_TOOL_SIMILARITY``
-    of none in meaning; False when no tool is listed."""
-    if not tools or holds_values(request) or any(relevance(request, tools).values()):
-        return False
-    said = " ".join(request_words(request))
-    if not said:
-        return True
-    rows = vectors.embed([said, *(tool_text(t) for t in tools)])
-    return float((rows[1:] @ rows[0]).max()) < NO_TOOL_SIMILARITY
-
-
-def answer_bonuses(
-    request: str,
-    tools: Sequence[DescribedTool],
-    vectors: WordVectors,
-    bonus: float = DEFAULT_ANSWER_BONUS,
-) -> dict[str, float]:
-    """Key bonuses for ``ConstraintSession.prefer_keys``: ``{"final": bonus,
-    "tool_calls": 0.0}`` when :func:`serves_no_tool`, else empty (nothing changes)."""
-    bonus = check_weight(bonus, "answer bonus")
-    if bonus == 0 or not serves_no_tool(request, tools, vectors):
-        return {}
-    return {"final": bonus, "tool_calls": 0.0}
-
-
-def tool_choice_bonuses(
-    request: str,
-    tools: Sequence[DescribedTool],
-    *,
-    relevance: float,
-    similarity: float,
-    vectors: WordVectors | None,
-) -> dict[str, float]:
-    """The tool-name bonuses of a step: tool relevance's (word overlap, weight
-    ``relevance``) plus :func:`similarity_bonuses` (weight ``similarity``, read with
-    ``vectors``, which it needs when that weight is not 0); empty when neither gives any."""
-    out = tool_bonuses(request, tools, relevance)
-    if check_weight(similarity, "tool similarity weight") > 0:
-        if vectors is None:
-            raise ValueError("tool similarity needs word vectors (WordVectors.load())")
-        for name, bonus in similarity_bonuses(request, tools, vectors, similarity).items():
-            out[name] = out.get(name, 0.0) + bonus
-    return out

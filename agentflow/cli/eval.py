@@ -76,7 +76,7 @@ def add_parser(subparsers: Any) -> None:
         metavar="B",
         help="with --score-choices: where a request looks like one no tool serves (no value, "
         "no word or meaning close to a tool), add B to the score of answering over calling "
-        "(agentflow.engine.tool_similarity.answer_bonuses; default 0: off)",
+        "(agentflow.engine.tool_priors; default 0: off)",
     )
     parser.add_argument(
         "--structured",

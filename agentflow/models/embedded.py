@@ -28,9 +28,9 @@ import anyio
 import anyio.from_thread
 
 from agentflow.engine.chat_template import compact_json
+from agentflow.engine.tool_priors import DEFAULT_ANSWER_BONUS
 from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_relevance import check_weight
-from agentflow.engine.tool_similarity import DEFAULT_ANSWER_BONUS
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from agentflow.engine.constraints.enforcement import Constraint
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.hybrid_stats import ServedMode
+    from agentflow.engine.tool_priors import StepBonuses
     from agentflow.engine.tool_similarity import WordVectors
 
 logger = logging.getLogger(__name__)
@@ -306,7 +307,7 @@ class EmbeddedModel:
                 )
                 if COPY:
                     session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
-                self._prefer(session, job)
+                self._bonuses(job).apply(session)
                 sessions.append(session)
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
@@ -316,29 +317,18 @@ class EmbeddedModel:
             done = self._generate(ready, sessions, config, mode)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
-    def _prefer(self, session: Any, job: StepJob) -> None:
-        """Give ``session`` the step's tool-name bonuses and its answer bonus."""
-        bonuses = self._tool_bonuses(job)
-        if bonuses:
-            session.prefer(bonuses, once=True)
-        if job.answer > 0 and job.tools:
-            from agentflow.engine.tool_similarity import answer_bonuses
+    def _bonuses(self, job: StepJob) -> StepBonuses:
+        """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`)."""
+        from agentflow.engine.tool_priors import step_bonuses
 
-            keys = answer_bonuses(job.request, job.tools, self._word_vectors(), job.answer)
-            if keys:
-                session.prefer_keys(keys)
-
-    def _tool_bonuses(self, job: StepJob) -> dict[str, float]:
-        from agentflow.engine.tool_similarity import tool_choice_bonuses
-
-        if len(job.tools) < 2:
-            return {}
-        return tool_choice_bonuses(
+        needs_vectors = bool(job.tools) and (job.similarity > 0 or job.answer > 0)
+        return step_bonuses(
             job.request,
             job.tools,
-            relevance=job.relevance,
-            similarity=job.similarity,
-            vectors=self._word_vectors() if job.similarity > 0 else None,
+            relevance_weight=job.relevance,
+            similarity_weight=job.similarity,
+            answer_bonus=job.answer,
+            vectors=self._word_vectors() if needs_vectors else None,
         )
 
     def _generate(

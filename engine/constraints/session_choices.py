@@ -126,7 +126,7 @@ class SessionChoices:
         """Make a choice among object keys whose every candidate is a key of ``bonuses``
         a closed choice, scored whole (``score_choices``) with ``bonuses[key]`` added:
         ``agentflow`` passes ``{"final": b, "tool_calls": 0}`` where a request looks
-        like one no tool serves (:func:`agentflow.engine.tool_similarity.answer_bonuses`).
+        like one no tool serves (:mod:`agentflow.engine.tool_priors`).
         Other key choices stay the model's, token by token; an empty mapping turns
         it off."""
         bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]

@@ -42,7 +42,8 @@ import jsonschema
 
 from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
-from ..tool_similarity import WordVectors, answer_bonuses, tool_choice_bonuses
+from ..tool_priors import step_bonuses
+from ..tool_similarity import WordVectors
 from . import augment
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
@@ -274,7 +275,7 @@ def evaluate(
     its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
     bonus favours a tool once per step (``prefer(..., once=True)``).
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
-    like one no tool serves (:func:`agentflow.engine.tool_similarity.answer_bonuses`).
+    like one no tool serves (:mod:`agentflow.engine.tool_priors`).
     ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
@@ -327,24 +328,15 @@ def evaluate(
                     session.copy_from(
                         copy_sources(samples[i].messages), within_text=copy_within_text
                     )
-            if tool_relevance > 0 or tool_similarity > 0:
-                for i, session in zip(chunk, sessions, strict=True):
-                    request = last_request(samples[i].messages)
-                    bonuses = tool_choice_bonuses(
-                        request,
-                        samples[i].tools,
-                        relevance=tool_relevance,
-                        similarity=tool_similarity,
-                        vectors=vectors,
-                    )
-                    session.prefer(bonuses, once=True)
-            if answer_bonus > 0:
-                for i, session in zip(chunk, sessions, strict=True):
-                    request = last_request(samples[i].messages)
-                    assert vectors is not None
-                    session.prefer_keys(
-                        answer_bonuses(request, samples[i].tools, vectors, answer_bonus)
-                    )
+            for i, session in zip(chunk, sessions, strict=True):
+                step_bonuses(
+                    last_request(samples[i].messages),
+                    samples[i].tools,
+                    relevance_weight=tool_relevance,
+                    similarity_weight=tool_similarity,
+                    answer_bonus=answer_bonus,
+                    vectors=vectors,
+                ).apply(session)
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):

@@ -10,15 +10,12 @@ from safetensors.numpy import save_file
 
 from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.errors import CheckpointError
-from agentflow.engine.tool_relevance import relevance, tool_bonuses
+from agentflow.engine.tool_relevance import relevance
 from agentflow.engine.tool_similarity import (
     WORDLLAMA_FILES,
     WordVectors,
-    answer_bonuses,
-    serves_no_tool,
     similarity,
     similarity_bonuses,
-    tool_choice_bonuses,
     wordllama_folder,
 )
 
@@ -76,18 +73,6 @@ def test_bonuses_scale_similarity_and_stay_off_where_there_is_nothing_to_weigh(
         similarity_bonuses(request, TOOLS, vectors, weight=-1.0)
 
 
-def test_a_step_adds_the_word_overlap_and_the_similarity_bonuses(vectors: WordVectors) -> None:
-    request = "where is my order? tracking please"
-    overlap = tool_bonuses(request, TOOLS, 7.0)
-    meaning = similarity_bonuses(request, TOOLS, vectors, 20.0)
-    both = tool_choice_bonuses(request, TOOLS, relevance=7.0, similarity=20.0, vectors=vectors)
-    assert both == pytest.approx({n: overlap[n] + meaning[n] for n in overlap})
-    alone = tool_choice_bonuses(request, TOOLS, relevance=7.0, similarity=0.0, vectors=None)
-    assert alone == overlap
-    with pytest.raises(ValueError, match="word vectors"):
-        tool_choice_bonuses(request, TOOLS, relevance=0.0, similarity=1.0, vectors=None)
-
-
 def test_missing_or_unreadable_vector_files_are_named(tmp_path: Path) -> None:
     folder = wordllama_folder()
     weights, tokenizer = (folder / f for f in WORDLLAMA_FILES)
@@ -116,30 +101,3 @@ def test_without_the_wordllama_package_the_error_says_how_to_get_it(
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(CheckpointError, match="pip install wordllama"):
         WordVectors.load()
-
-
-@pytest.mark.parametrize(
-    ("request_text", "no_tool"),
-    [
-        ("thanks, bye", True),
-        ("ok thank you so much", True),
-        ("can you order me a pizza", False),  # "order" is in two tools' descriptions
-        ("what's the capital of France?", True),
-        ("my parcel hasn't arrived, where is it?", False),  # close to locate_shipment
-        ("bye, and refund 12.50 please", False),  # a value: something to call with
-        ('bye "hi"', False),  # quoted text is an argument too
-    ],
-)
-def test_a_request_no_tool_serves_is_told_apart(
-    vectors: WordVectors, request_text: str, no_tool: bool
-) -> None:
-    assert serves_no_tool(request_text, TOOLS, vectors) is no_tool
-    bonuses = answer_bonuses(request_text, TOOLS, vectors, 4.0)
-    assert bonuses == ({"final": 4.0, "tool_calls": 0.0} if no_tool else {})
-
-
-def test_answer_bonuses_are_off_without_tools_or_weight(vectors: WordVectors) -> None:
-    assert not serves_no_tool("thanks, bye", [], vectors)
-    assert answer_bonuses("thanks, bye", TOOLS, vectors, 0.0) == {}
-    with pytest.raises(ValueError, match="answer bonus"):
-        answer_bonuses("thanks, bye", TOOLS, vectors, -1.0)

@@ -37,7 +37,8 @@ from agentflow.engine.errors import CheckpointError
 from agentflow.engine.generation import GenerationConfig
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
-from agentflow.engine.tool_similarity import WordVectors, tool_choice_bonuses
+from agentflow.engine.tool_priors import step_bonuses
+from agentflow.engine.tool_similarity import WordVectors
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
 from agentflow.models.embedded import ANSWER_BONUS, TOOL_RELEVANCE, TOOL_SIMILARITY
 
@@ -331,13 +332,14 @@ async def test_steps_weigh_tool_names_by_the_request(
     seen = spy_on_generate(model, monkeypatch)
     assert_valid((await model.step(req)).text, req.action_schema)
     ((session,),) = [call["constraints"] for call in seen]
-    want = tool_choice_bonuses(
+    want = step_bonuses(
         "Please cancel order 58213",
         req.tools,
-        relevance=relevance,
-        similarity=similarity,
+        relevance_weight=relevance,
+        similarity_weight=similarity,
+        answer_bonus=0.0,
         vectors=vectors,
-    )
+    ).tools
     assert session.preferred == pytest.approx(want)
     assert bool(want) == (relevance > 0 or similarity > 0)
     assert session._prefer_once == bool(want)  # a first call's tool is not favoured again
@@ -388,13 +390,18 @@ def test_a_step_may_set_its_own_tool_weights(dlm_path: Path, vectors: WordVector
     req = request(agent, "Please cancel order 58213")
     settings = {"tool_relevance": 2.0, "tool_similarity": 5.0, "temperature": 0.0}
     job = model._job(replace(req, settings=settings), None)
-    assert model._tool_bonuses(job) == pytest.approx(
-        tool_choice_bonuses(
-            "Please cancel order 58213", req.tools, relevance=2.0, similarity=5.0, vectors=vectors
-        )
+    assert model._bonuses(job).tools == pytest.approx(
+        step_bonuses(
+            "Please cancel order 58213",
+            req.tools,
+            relevance_weight=2.0,
+            similarity_weight=5.0,
+            answer_bonus=0.0,
+            vectors=vectors,
+        ).tools
     )
     assert job.settings == {"temperature": 0.0}  # not a decoding knob
-    assert model._tool_bonuses(model._job(req, None)) == {}
+    assert model._bonuses(model._job(req, None)).tools == {}
 
 
 def test_tool_similarity_without_its_word_vectors_fails_the_step_by_name(

@@ -1,0 +1,102 @@
+"""The bonuses one agent step's decoding takes from its request and its tools.
+
+Three priors, each measured on held-out sets (docs/constraints.md):
+
+- the words the request shares with each tool (:mod:`.tool_relevance`) and its
+  similarity in meaning to each (:mod:`.tool_similarity`), added up as bonuses
+  on the tool-name choice (``ConstraintSession.prefer(..., once=True)``: a tool
+  is favoured for one call of the step, not again for a parallel call after it);
+- the sign of a request no tool serves ("thanks, bye": no value, no word and no
+  meaning close to a tool), which gives answering a bonus over calling
+  (``ConstraintSession.prefer_keys``).
+
+:func:`step_bonuses` works them out together, reading the word overlap and the
+vectors once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .tool_relevance import DescribedTool, as_bonuses, check_weight, holds_values, relevance
+from .tool_similarity import WordVectors, centred, cosines
+
+#: A request no listed tool comes this close to (cosine similarity, not centred),
+#: that shares no word with any and holds no value, is taken for one no tool serves.
+NO_TOOL_SIMILARITY = 0.1
+#: Log-space bonus of the ``final`` key over ``tool_calls`` for such a request:
+#: ``EmbeddedModel``'s default (``agentflow eval --answer-bonus`` is off unless given).
+DEFAULT_ANSWER_BONUS = 8.0
+
+
+@dataclass(frozen=True)
+class StepBonuses:
+    """What a step's constraint session is given: tool-name and key bonuses."""
+
+    #: For ``ConstraintSession.prefer(tools, once=True)`` (empty: none).
+    tools: dict[str, float] = field(default_factory=dict)
+    #: For ``ConstraintSession.prefer_keys`` (empty: none).
+    keys: dict[str, float] = field(default_factory=dict)
+
+    def apply(self, session: Any) -> None:
+        """Give ``session`` the bonuses there are."""
+        if self.tools:
+            session.prefer(self.tools, once=True)
+        if self.keys:
+            session.prefer_keys(self.keys)
+
+
+def step_bonuses(
+    request: str,
+    tools: Sequence[DescribedTool],
+    *,
+    relevance_weight: float,
+    similarity_weight: float,
+    answer_bonus: float,
+    vectors: WordVectors | None,
+) -> StepBonuses:
+    """The bonuses of a step on ``request`` with ``tools``: the word overlap times
+    ``relevance_weight`` plus the centred similarity times ``similarity_weight`` for
+    the tool names, and ``{"final": answer_bonus, "tool_calls": 0}`` for the action's
+    first key where :func:`serves_no_tool`. ``vectors`` is needed when either of
+    the last two weights is not 0 (ValueError otherwise, and for a weight out of
+    range)."""
+    relevance_weight = check_weight(relevance_weight, "tool relevance weight")
+    similarity_weight = check_weight(similarity_weight, "tool similarity weight")
+    answer_bonus = check_weight(answer_bonus, "answer bonus")
+    if not tools:
+        return StepBonuses()
+    overlap = relevance(request, tools)
+    found: list[float] | None = None
+    if similarity_weight > 0 or answer_bonus > 0:
+        if vectors is None:
+            raise ValueError("tool similarity and the answer bonus need word vectors")
+        found = cosines(request, tools, vectors)
+    names = as_bonuses(overlap, relevance_weight)
+    for name, bonus in as_bonuses(centred(tools, found), similarity_weight).items():
+        names[name] = names.get(name, 0.0) + bonus
+    keys = (
+        {"final": answer_bonus, "tool_calls": 0.0}
+        if answer_bonus > 0 and _no_tool(request, overlap, found)
+        else {}
+    )
+    return StepBonuses(names, keys)
+
+
+def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:
+    """True when ``request`` looks like one no listed tool serves ("thanks, bye",
+    "what's the capital of France?"): it quotes nothing and holds no value-like
+    token (an id, a host, an e-mail, a number), shares no word with any tool
+    (:func:`~.tool_relevance.relevance`) and comes within ``NO_TOOL_SIMILARITY`` of
+    none in meaning; False when no tool is listed."""
+    if not tools:
+        return False
+    return _no_tool(request, relevance(request, tools), cosines(request, tools, vectors))
+
+
+def _no_tool(request: str, overlap: dict[str, float], found: list[float] | None) -> bool:
+    if holds_values(request) or any(overlap.values()):
+        return False
+    return found is None or max(found) < NO_TOOL_SIMILARITY

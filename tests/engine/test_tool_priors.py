@@ -1,0 +1,96 @@
+"""A step's bonuses: tool names by words and meaning, and an answer where no tool serves."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentflow.engine.chat_template import ToolSpec
+from agentflow.engine.tool_priors import StepBonuses, serves_no_tool, step_bonuses
+from agentflow.engine.tool_relevance import tool_bonuses
+from agentflow.engine.tool_similarity import WordVectors, similarity_bonuses
+
+TOOLS = [
+    ToolSpec("locate_shipment", "Carrier tracking for an order"),
+    ToolSpec("stop_order", "Stop an order before shipping"),
+    ToolSpec("recover_password", "Start a password reset for an email"),
+    ToolSpec("refund_payment", "Send money back to the customer"),
+]
+
+
+@pytest.fixture(scope="module")
+def vectors() -> WordVectors:
+    return WordVectors.load()
+
+
+def bonuses(request: str, vectors: WordVectors | None, **weights: float) -> StepBonuses:
+    given = {"relevance_weight": 0.0, "similarity_weight": 0.0, "answer_bonus": 0.0, **weights}
+    return step_bonuses(request, TOOLS, vectors=vectors, **given)
+
+
+def test_a_step_adds_the_word_overlap_and_the_similarity_bonuses(vectors: WordVectors) -> None:
+    request = "where is my order? tracking please"
+    overlap = tool_bonuses(request, TOOLS, 7.0)
+    meaning = similarity_bonuses(request, TOOLS, vectors, 20.0)
+    both = bonuses(request, vectors, relevance_weight=7.0, similarity_weight=20.0)
+    assert both.tools == pytest.approx({n: overlap[n] + meaning[n] for n in overlap})
+    assert both.keys == {}  # it holds words of the tools: a call is plausible
+    assert bonuses(request, None, relevance_weight=7.0).tools == overlap
+    assert bonuses(request, vectors, similarity_weight=20.0).tools == pytest.approx(meaning)
+    with pytest.raises(ValueError, match="word vectors"):
+        bonuses(request, None, similarity_weight=1.0)
+    with pytest.raises(ValueError, match="answer bonus"):
+        bonuses(request, vectors, answer_bonus=-1.0)
+    assert (
+        step_bonuses(
+            request,
+            [],
+            relevance_weight=7.0,
+            similarity_weight=20.0,
+            answer_bonus=8.0,
+            vectors=None,
+        )
+        == StepBonuses()
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_text", "no_tool"),
+    [
+        ("thanks, bye", True),
+        ("ok thank you so much", True),
+        ("can you order me a pizza", False),  # "order" is in two tools' descriptions
+        ("what's the capital of France?", True),
+        ("my parcel hasn't arrived, where is it?", False),  # close to locate_shipment
+        ("bye, and refund 12.50 please", False),  # a value: something to call with
+        ('bye "hi"', False),  # quoted text is an argument too
+    ],
+)
+def test_a_request_no_tool_serves_gets_the_answer_bonus(
+    vectors: WordVectors, request_text: str, no_tool: bool
+) -> None:
+    assert serves_no_tool(request_text, TOOLS, vectors) is no_tool
+    found = bonuses(request_text, vectors, answer_bonus=4.0)
+    assert found.keys == ({"final": 4.0, "tool_calls": 0.0} if no_tool else {})
+    assert bonuses(request_text, vectors).keys == {}  # a bonus of 0: off
+
+
+def test_the_bonuses_go_to_the_session_only_where_there_are_some() -> None:
+    class Session:
+        def __init__(self) -> None:
+            self.calls: list[tuple[str, object]] = []
+
+        def prefer(self, bonuses: dict[str, float], *, once: bool) -> None:
+            self.calls.append(("prefer", (bonuses, once)))
+
+        def prefer_keys(self, bonuses: dict[str, float]) -> None:
+            self.calls.append(("prefer_keys", bonuses))
+
+    session = Session()
+    StepBonuses().apply(session)
+    assert session.calls == []
+    StepBonuses({"a": 1.0, "b": 0.0}, {"final": 8.0, "tool_calls": 0.0}).apply(session)
+    assert session.calls == [
+        ("prefer", ({"a": 1.0, "b": 0.0}, True)),
+        ("prefer_keys", {"final": 8.0, "tool_calls": 0.0}),
+    ]
+    assert not serves_no_tool("thanks, bye", [], WordVectors.load())
