@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from agentflow.engine.constraints.automaton_store import CACHE_ENV
+from agentflow.engine.tool_similarity import WordVectors
 
 
 @pytest.fixture(scope="session")
@@ -22,3 +23,9 @@ def _cache_in_a_temporary_folder(
     """Compiled automata go to a folder of this test session, never the user's cache."""
     monkeypatch.setenv(CACHE_ENV, str(_session_cache_dir))
     yield
+
+
+@pytest.fixture(scope="session")
+def vectors() -> WordVectors:
+    """The packaged word vectors of tool similarity (read once per test session)."""
+    return WordVectors.load()

@@ -12,8 +12,17 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
+
+#: Four support tools, as an agent lists them (tool relevance, similarity and priors).
+SUPPORT_TOOLS = [
+    ToolSpec("locate_shipment", "Carrier tracking for an order"),
+    ToolSpec("stop_order", "Stop an order before shipping"),
+    ToolSpec("recover_password", "Start a password reset for an email"),
+    ToolSpec("refund_payment", "Send money back to the customer"),
+]
 
 
 class FixedAnswer:

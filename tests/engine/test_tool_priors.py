@@ -3,23 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from engine_testing import SUPPORT_TOOLS
 
-from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.tool_priors import StepBonuses, serves_no_tool, step_bonuses
 from agentflow.engine.tool_relevance import tool_bonuses
 from agentflow.engine.tool_similarity import WordVectors, similarity_bonuses
 
-TOOLS = [
-    ToolSpec("locate_shipment", "Carrier tracking for an order"),
-    ToolSpec("stop_order", "Stop an order before shipping"),
-    ToolSpec("recover_password", "Start a password reset for an email"),
-    ToolSpec("refund_payment", "Send money back to the customer"),
-]
-
-
-@pytest.fixture(scope="module")
-def vectors() -> WordVectors:
-    return WordVectors.load()
+TOOLS = SUPPORT_TOOLS
 
 
 def bonuses(request: str, vectors: WordVectors | None, **weights: float) -> StepBonuses:

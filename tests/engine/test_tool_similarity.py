@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from engine_testing import SUPPORT_TOOLS
 from safetensors.numpy import save_file
 
-from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.errors import CheckpointError
 from agentflow.engine.tool_relevance import relevance
 from agentflow.engine.tool_similarity import (
@@ -19,17 +19,7 @@ from agentflow.engine.tool_similarity import (
     wordllama_folder,
 )
 
-TOOLS = [
-    ToolSpec("locate_shipment", "Carrier tracking for an order"),
-    ToolSpec("stop_order", "Stop an order before shipping"),
-    ToolSpec("recover_password", "Start a password reset for an email"),
-    ToolSpec("refund_payment", "Send money back to the customer"),
-]
-
-
-@pytest.fixture(scope="module")
-def vectors() -> WordVectors:
-    return WordVectors.load()
+TOOLS = SUPPORT_TOOLS
 
 
 def test_the_packaged_vectors_embed_texts_as_unit_vectors(vectors: WordVectors) -> None:

@@ -309,11 +309,6 @@ def cancel_order(order_id: str) -> str:
     return "cancelled"
 
 
-@pytest.fixture(scope="module")
-def vectors() -> WordVectors:
-    return WordVectors.load()
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("relevance", "similarity"),
