@@ -275,8 +275,7 @@ def evaluate(
     its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
     bonus favours a tool once per step (``prefer(..., once=True)``).
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
-    like one no tool serves (:mod:`agentflow.engine.tool_priors`).
-    ``structured``
+    like one no tool serves (:mod:`agentflow.engine.tool_priors`). ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -328,7 +327,7 @@ def evaluate(
                     session.copy_from(
                         copy_sources(samples[i].messages), within_text=copy_within_text
                     )
-            for i, session in zip(chunk, sessions, strict=True):
+            for i, session in zip(chunk, sessions, strict=True) if constrained else ():
                 step_bonuses(
                     last_request(samples[i].messages),
                     samples[i].tools,

@@ -144,8 +144,9 @@ def test_summary_and_table() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("constrained", [True, False])
 def test_constrained_decoding_of_a_random_model_is_always_valid(
-    tmp_path: Path, small_tokenizer: Tokenizer
+    tmp_path: Path, small_tokenizer: Tokenizer, constrained: bool
 ) -> None:
     cfg = ModelConfig(
         vocab_size=small_tokenizer.vocab_size,
@@ -170,9 +171,16 @@ def test_constrained_decoding_of_a_random_model_is_always_valid(
         modes=("diffusion",),
         n=3,
         batch_size=3,
+        constrained=constrained,
         config=GenerationConfig(max_new_tokens=96, block_length=16, steps=4),
+        tool_relevance=7.0,  # the tool priors too: unconstrained runs have no session for them
+        tool_similarity=20.0,
+        answer_bonus=8.0,
     )
-    assert report.summary["diffusion"]["all"]["valid_json"] == 100.0
+    assert len(report.cases) == 3
+    assert report.settings["tool_similarity"] == 20.0
+    if constrained:
+        assert report.summary["diffusion"]["all"]["valid_json"] == 100.0
     assert len(report.cases) == 3
 
 
