@@ -55,7 +55,6 @@ class StepJob:
 class StepOutcome:
     text: str
     usage: StepUsage
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def step_job(
