@@ -189,8 +189,7 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         self._t = constraint.host
         self._state = constraint.automaton.initial_state
         self._max_tokens = max_tokens
-        self._used = 0  # tokens of the committed prefix
-        self._tokens: list[int] = []  # the committed prefix itself
+        self._tokens: list[int] = []  # the committed prefix
         self._last: int | None = None  # the prefix's last token (None: none yet)
         self._before_last: int | None = None  # the state before it (None: unknown)
         self._word: bytes | None = None  # the word in progress in free text (:mod:`.word_copies`)
@@ -206,6 +205,11 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
     def state(self) -> int:
         """The automaton state after the committed prefix."""
         return self._state
+
+    @property
+    def _used(self) -> int:
+        """Tokens of the committed prefix."""
+        return len(self._tokens)
 
     @property
     def canonical(self) -> bool:
@@ -230,7 +234,9 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
             raise ValueError(f"snapshot {snapshot!r} is not a checkpoint of this session") from None
         if not 0 <= state < self._t.num_states or used < 0:
             raise ValueError(f"snapshot {snapshot!r} is not a state of this constraint")
-        self._state, self._used, self._last = state, used, last
+        if used > len(self._tokens):
+            raise ValueError(f"snapshot {snapshot!r} is past this session's prefix")
+        self._state, self._last = state, last
         del self._tokens[used:]
         self._before_last = before_last
         self._word = word
@@ -290,7 +296,6 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
                 )
         self._state = state
         self._word = word
-        self._used += len(token_ids)
         self._tokens.extend(int(t) for t in token_ids)
         if len(token_ids):
             self._last = int(token_ids[-1])

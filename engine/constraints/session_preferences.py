@@ -50,10 +50,7 @@ class SessionPreferences:
         With ``once``, a value the output already holds as a JSON string gets the
         lowest of the choice's bonuses from then on: the tool of a first call is not
         favoured again for the parallel call after it."""
-        bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
-        if bad:
-            raise ValueError(f"prefer takes finite bonuses keyed by string values, got {bad[:3]!r}")
-        self._preferred = dict(bonuses)
+        self._preferred = _checked(bonuses, "prefer")
         self._prefer_once = once
 
     def prefer_keys(self, bonuses: Mapping[str, float]) -> None:
@@ -63,10 +60,7 @@ class SessionPreferences:
         like one no tool serves (:mod:`agentflow.engine.tool_priors`).
         Other key choices stay the model's, token by token; an empty mapping turns
         it off."""
-        bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
-        if bad:
-            raise ValueError(f"prefer_keys takes finite bonuses keyed by strings, got {bad[:3]!r}")
-        self._key_bonuses = dict(bonuses)
+        self._key_bonuses = _checked(bonuses, "prefer_keys")
 
     def _key_choice(
         self, state: int, fitting: Callable[[tuple[Candidate, ...]], ClosedChoice | None]
@@ -107,3 +101,12 @@ class SessionPreferences:
         token_bytes = self._c.forced.token_bytes
         output = b"".join(token_bytes[t] for t in (*self._tokens, *before))
         return {t for t in texts if json.dumps(t, ensure_ascii=False).encode() in output}
+
+
+def _checked(bonuses: Mapping[str, float], method: str) -> dict[str, float]:
+    """``bonuses`` as a dict; ValueError naming ``method`` unless every key is a string
+    and every bonus finite."""
+    bad = [k for k, v in bonuses.items() if not isinstance(k, str) or not np.isfinite(v)]
+    if bad:
+        raise ValueError(f"{method} takes finite bonuses keyed by strings, got {bad[:3]!r}")
+    return dict(bonuses)
