@@ -79,16 +79,16 @@ def request_words(text: str) -> list[str]:
     (``web-prod-03``, ``a@b.io``, ``INV-2025``): those are arguments, not what the
     request asks for."""
     text = _QUOTED.sub(" ", text)
-    return words(" ".join(t for t in text.split() if not _value_like(t)))
+    return words(" ".join(t for t in text.split() if not is_value_like(t)))
 
 
 def holds_values(text: str) -> bool:
     """True when ``text`` quotes something or holds a value-like token (an id, a host,
     an e-mail, a number): what a tool call would take as an argument."""
-    return bool(_QUOTED.search(text)) or any(_value_like(t) for t in text.split())
+    return bool(_QUOTED.search(text)) or any(is_value_like(t) for t in text.split())
 
 
-def _value_like(token: str) -> bool:
+def is_value_like(token: str) -> bool:
     """True for a token that is an argument value once sentence punctuation is trimmed."""
     return bool(_VALUE_LIKE.search(token.strip(".,;:!?()'")))
 
