@@ -79,6 +79,12 @@ def add_parser(subparsers: Any) -> None:
         "(agentflow.engine.tool_priors; default 0: off)",
     )
     parser.add_argument(
+        "--follow-up-calls",
+        action="store_true",
+        help="where the calls leave a clause of the request with values untouched, decode "
+        "one more call for it and keep it when it uses them (agentflow.engine.call_coverage)",
+    )
+    parser.add_argument(
         "--structured",
         action="store_true",
         help="evaluate answers that are JSON objects of a schema the prompt shows "
@@ -214,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
         tool_relevance=args.tool_relevance,
         tool_similarity=args.tool_similarity,
         answer_bonus=args.answer_bonus,
+        follow_up_calls=args.follow_up_calls,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

@@ -29,17 +29,20 @@ Metrics (per mode, overall, per domain and per kind of turn):
 from __future__ import annotations
 
 import json
+import logging
 import re
 import statistics
 import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
 
+from ..call_coverage import FollowUp, FollowUpRow, follow_up_rows
 from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
 from ..tool_priors import step_bonuses
@@ -197,6 +200,8 @@ def _quotes(text: str, value: str) -> bool:
 
 #: Decodes a batch: prompts, constraint sessions, config, choice priors ->
 #: texts, per-row stats, seconds, and per row the mode that served it (``auto``; else None).
+logger = logging.getLogger(__name__)
+
 Decoder = Callable[
     [list[str], list[Any], GenerationConfig, list[str | None]],
     tuple[list[str], list[Any], float, list[str | None]],
@@ -262,6 +267,7 @@ def evaluate(
     tool_relevance: float = 0.0,
     tool_similarity: float = 0.0,
     answer_bonus: float = 0.0,
+    follow_up_calls: bool = False,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -275,7 +281,9 @@ def evaluate(
     its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
     bonus favours a tool once per step (``prefer(..., once=True)``).
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
-    like one no tool serves (:mod:`agentflow.engine.tool_priors`). ``structured``
+    like one no tool serves (:mod:`agentflow.engine.tool_priors`).
+    ``follow_up_calls`` decodes one more call where the calls leave a clause of the
+    request with values untouched (:mod:`agentflow.engine.call_coverage`). ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -308,36 +316,46 @@ def evaluate(
         compiled.move_to_end(key)
         return compiled[key]
 
+    def session_for(i: int, follow: FollowUp | None = None) -> Any:
+        """Case ``i``'s constraint session, with its copy sources and bonuses; for a
+        follow-up call, the part of the request left untouched stands for the request."""
+        session = constraint_for(schemas[i]).session(config.max_new_tokens, canonical=canonical)
+        sources = copy_sources(samples[i].messages)
+        request = last_request(samples[i].messages)
+        if follow is not None:
+            sources, request = [follow.untouched, *sources[1:]], follow.untouched
+        if copy:
+            session.copy_from(sources, within_text=copy_within_text)
+        step_bonuses(
+            request,
+            samples[i].tools,
+            relevance_weight=tool_relevance,
+            similarity_weight=tool_similarity,
+            answer_bonus=answer_bonus if follow is None else 0.0,
+            vectors=vectors,
+        ).apply(session)
+        return session
+
     results: list[CaseResult] = []
     for mode in modes:
         decode = make_decoder(mode, dlm, ar)
         for start in range(0, len(samples), batch_size):
             chunk = range(start, min(start + batch_size, len(samples)))
             prompts = [samples[i].prompt() for i in chunk]
-            sessions = (
-                [
-                    constraint_for(schemas[i]).session(config.max_new_tokens, canonical=canonical)
-                    for i in chunk
-                ]
-                if constrained
-                else []
-            )
-            if copy:
-                for i, session in zip(chunk, sessions, strict=True):
-                    session.copy_from(
-                        copy_sources(samples[i].messages), within_text=copy_within_text
-                    )
-            for i, session in zip(chunk, sessions, strict=True) if constrained else ():
-                step_bonuses(
-                    last_request(samples[i].messages),
-                    samples[i].tools,
-                    relevance_weight=tool_relevance,
-                    similarity_weight=tool_similarity,
-                    answer_bonus=answer_bonus,
-                    vectors=vectors,
-                ).apply(session)
+            sessions = [session_for(i) for i in chunk] if constrained else []
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
+            if follow_up_calls and constrained:
+                owed = follow_up_rows(
+                    texts,
+                    [last_request(samples[i].messages) for i in chunk],
+                    prompts,
+                    priors,
+                    tokenizer,
+                    partial(_shifted, session_for, chunk.start),
+                    config.max_new_tokens,
+                )
+                seconds += _follow_up(decode, texts, rows, owed, config)
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
@@ -368,11 +386,53 @@ def evaluate(
         "tool_relevance": tool_relevance,
         "tool_similarity": tool_similarity,
         "answer_bonus": answer_bonus,
+        "follow_up_calls": follow_up_calls,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
     }
     return EvalReport(summarize(results), results, settings)
+
+
+def _shifted(
+    session_for: Callable[[int, FollowUp], Any], start: int, row: int, follow: FollowUp
+) -> Any:
+    """``session_for`` of a batch's ``row``, the batch starting at case ``start``."""
+    return session_for(start + row, follow)
+
+
+def _follow_up(
+    decode: Decoder,
+    texts: list[str],
+    rows: list[Any],
+    owed: list[FollowUpRow],
+    config: GenerationConfig,
+) -> float:
+    """Decode the follow-up calls ``owed`` and put the actions they serve in ``texts``
+    (their passes and tokens added to ``rows``); the seconds it took."""
+    if not owed:
+        return 0.0
+    room = config.max_new_tokens - min(r.prefix_tokens for r in owed)
+    more, more_rows, seconds, _ = decode(
+        [r.prompt for r in owed],  # type: ignore[misc]  # token ids: the engines take both
+        [r.session for r in owed],
+        replace(config, max_new_tokens=room),
+        [r.prior for r in owed],  # type: ignore[misc]
+    )
+    for r, continuation, extra in zip(owed, more, more_rows, strict=True):
+        action = r.action(continuation)
+        if action is None:
+            logger.debug("follow-up of row %d dropped: %s%s", r.row, r.follow.prefix, continuation)
+            continue
+        texts[r.row] = action
+        first = rows[r.row]
+        rows[r.row] = replace(
+            first,
+            tokens=r.prefix_tokens + extra.tokens,
+            nfe=first.nfe + extra.nfe,
+            forced_tokens=first.forced_tokens + extra.forced_tokens,
+        )
+    return seconds
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:
