@@ -26,7 +26,7 @@ from .base import StepRequest, StepUsage
 #: The decoding modes a step may ask for.
 MODES = ("diffusion", "hybrid", "ar", "auto")
 #: Step settings that are not decoding knobs.
-STEP_SETTINGS = ("reason", "tool_relevance", "tool_similarity", "answer_bonus")
+STEP_SETTINGS = ("reason", "tool_relevance", "tool_similarity", "answer_bonus", "follow_up_calls")
 
 
 @dataclass
@@ -49,6 +49,8 @@ class StepJob:
     similarity: float = 0.0
     #: The bonus of answering over calling where the request looks like one no tool serves.
     answer: float = 0.0
+    #: Decode one more call where the action leaves part of the request untouched.
+    follow_up: bool = False
 
 
 @dataclass
@@ -65,10 +67,11 @@ def step_job(
     tool_relevance: float,
     tool_similarity: float,
     answer_bonus: float,
+    follow_up_calls: bool,
 ) -> StepJob:
-    """The job of ``request``; its ``settings`` may override the mode's ``reason`` and
-    the tool-choice weights and the answer bonus (ValueError names a mode or weight
-    out of range)."""
+    """The job of ``request``; its ``settings`` may override the mode's ``reason``,
+    the tool-choice weights, the answer bonus and ``follow_up_calls`` (ValueError
+    names a mode, weight or flag out of range)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     output = request.output_schema
@@ -82,6 +85,9 @@ def step_job(
         request.settings.get("tool_similarity", tool_similarity), "tool_similarity"
     )
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
+    follow_up = request.settings.get("follow_up_calls", follow_up_calls)
+    if not isinstance(follow_up, bool):
+        raise ValueError(f"follow_up_calls must be true or false, got {follow_up!r}")
     prior = render_choice_prior(
         request.messages, request.tools, instructions=request.instructions, output=output
     )
@@ -99,4 +105,5 @@ def step_job(
         relevance,
         similarity,
         answer,
+        follow_up,
     )

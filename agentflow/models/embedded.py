@@ -33,6 +33,7 @@ from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_relevance import check_weight
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
+from ._step_decoding import decode_follow_ups, decode_jobs
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -40,15 +41,14 @@ from .base import (
     StepDelta,
     StepRequest,
     StepResponse,
-    StepUsage,
     parse_action,
 )
 from .batcher import StepBatcher
 
 if TYPE_CHECKING:
-    from agentflow.engine.constraints.enforcement import Constraint
+    from agentflow.engine.call_coverage import FollowUp
+    from agentflow.engine.constraints.enforcement import Constraint, ConstraintSession
     from agentflow.engine.generation import GenerationConfig
-    from agentflow.engine.hybrid_stats import ServedMode
     from agentflow.engine.tool_priors import StepBonuses
     from agentflow.engine.tool_similarity import WordVectors
 
@@ -84,6 +84,9 @@ TOOL_SIMILARITY = SIMILARITY_WEIGHT
 #: Bonus of answering over calling a tool where the request looks like one no tool
 #: serves (docs/constraints.md, "Requests no tool serves").
 ANSWER_BONUS = DEFAULT_ANSWER_BONUS
+#: Where an action's calls leave a part of the request with values untouched, decode
+#: one more call for it (docs/constraints.md, "Follow-up calls").
+FOLLOW_UP_CALLS = True
 
 
 class EmbeddedModel:
@@ -115,7 +118,11 @@ class EmbeddedModel:
     tool once per step, not again for a parallel call after it. ``answer_bonus``:
     where a request holds no value and comes close to no tool in words or meaning
     ("thanks, bye"), add this to the score of answering over calling a tool. 0
-    turns any of them off; a step's ``settings`` may set them too.
+    turns any of them off. ``follow_up_calls``: where the calls of an action leave a
+    part of the request with values untouched ("send me invoice INV-1. downgrade
+    cus_457"), decode one more call for that part and keep it when it uses them
+    (:mod:`agentflow.engine.call_coverage`). A step's ``settings`` may set any of
+    these too.
     """
 
     def __init__(
@@ -133,6 +140,7 @@ class EmbeddedModel:
         tool_relevance: float = TOOL_RELEVANCE,
         tool_similarity: float = TOOL_SIMILARITY,
         answer_bonus: float = ANSWER_BONUS,
+        follow_up_calls: bool = FOLLOW_UP_CALLS,
     ) -> None:
         if mode is None:
             mode = (
@@ -154,6 +162,7 @@ class EmbeddedModel:
         self.tool_relevance = tool_relevance
         self.tool_similarity = tool_similarity
         self.answer_bonus = answer_bonus
+        self.follow_up_calls = follow_up_calls
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -293,7 +302,8 @@ class EmbeddedModel:
         return replace(base, **{k: v for k, v in settings.items() if k in known})
 
     def _run_batch(self, jobs: list[StepJob]) -> list[StepOutcome | Exception]:
-        """Decode jobs of one mode and config in one engine call (runs in a worker thread)."""
+        """Decode jobs of one mode and config in one engine call (runs in a worker thread),
+        then the follow-up calls their actions owe."""
         self._load_checkpoints()
         config = self._config(jobs[0].settings)
         mode = jobs[0].mode
@@ -302,73 +312,52 @@ class EmbeddedModel:
         ready: list[StepJob] = []
         for job in jobs:
             try:
-                session = self.constraint(job.schema).session(
-                    config.max_new_tokens, canonical=CANONICAL
-                )
-                if COPY:
-                    session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
-                self._bonuses(job).apply(session)
-                sessions.append(session)
+                sessions.append(self._session(job, config))
                 ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc
         done: dict[int, StepOutcome] = {}
         if ready:
-            done = self._generate(ready, sessions, config, mode)
+            engine, tokenizer = self._engine(mode), self._loaded.tokenizer
+            done = decode_jobs(engine, tokenizer, ready, sessions, config, mode, self.name)
+            owing = [j for j in ready if j.follow_up]
+            if owing:
+                decode_follow_ups(
+                    engine, tokenizer, owing, done, config, mode, self.name, self._follow_up_session
+                )
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
-    def _bonuses(self, job: StepJob) -> StepBonuses:
-        """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`)."""
+    def _session(
+        self, job: StepJob, config: GenerationConfig, follow: FollowUp | None = None
+    ) -> ConstraintSession:
+        """A constraint session for ``job`` with its copy sources and bonuses; for its
+        follow-up call (``follow``), the part of the request left untouched stands
+        for the request."""
+        session = self.constraint(job.schema).session(config.max_new_tokens, canonical=CANONICAL)
+        sources = job.sources if follow is None else [follow.untouched, *job.sources[1:]]
+        if COPY:
+            session.copy_from(sources, within_text=COPY_WITHIN_TEXT)
+        self._bonuses(job, follow).apply(session)
+        return session
+
+    def _follow_up_session(self, job: StepJob, follow: FollowUp) -> ConstraintSession:
+        return self._session(job, self._config(job.settings), follow)
+
+    def _bonuses(self, job: StepJob, follow: FollowUp | None = None) -> StepBonuses:
+        """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`);
+        for a follow-up call, the untouched part's tool-name bonuses."""
         from agentflow.engine.tool_priors import step_bonuses
 
-        needs_vectors = bool(job.tools) and (job.similarity > 0 or job.answer > 0)
+        answer = job.answer if follow is None else 0.0  # the action's key is in the prefix
+        needs_vectors = bool(job.tools) and (job.similarity > 0 or answer > 0)
         return step_bonuses(
-            job.request,
+            job.request if follow is None else follow.untouched,
             job.tools,
             relevance_weight=job.relevance,
             similarity_weight=job.similarity,
-            answer_bonus=job.answer,
+            answer_bonus=answer,
             vectors=self._word_vectors() if needs_vectors else None,
         )
-
-    def _generate(
-        self, jobs: list[StepJob], sessions: list[Any], config: GenerationConfig, mode: str
-    ) -> dict[int, StepOutcome]:
-        engine = self._engine(mode)
-        tokenizer = self._loaded.tokenizer
-        pieces: list[list[int]] = [[] for _ in jobs]
-
-        def on_block(row: int, ids: list[int]) -> None:
-            job = jobs[row]
-            if job.on_text is not None:
-                pieces[row].extend(ids)
-                job.on_text(tokenizer.decode(pieces[row]))
-
-        kwargs: dict[str, Any] = {
-            "constraints": sessions,
-            "on_block": on_block,
-            "choice_priors": [j.prior for j in jobs],
-        }
-        if mode in ("hybrid", "auto"):
-            kwargs.update(mode=mode, reason=jobs[0].reason)
-        result = engine.generate([j.prompt for j in jobs], config, **kwargs)
-        served = getattr(result.stats, "served", None)
-        texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
-        out: dict[int, StepOutcome] = {}
-        for i, (job, row) in enumerate(zip(jobs, result.stats.rows, strict=True)):
-            usage = StepUsage(
-                input_tokens=row.prompt_tokens,
-                output_tokens=row.tokens,
-                forward_passes=row.nfe,
-                forced_tokens=row.forced_tokens,
-                cached_input_tokens=row.cached_tokens,
-                mode=served[i].mode if served else result.stats.mode,
-                reason=_served_reason(served[i]) if served else job.reason,
-                model=self.name,
-                batch_size=len(jobs),
-            )
-            out[id(job)] = StepOutcome(text=texts[i], usage=usage)
-        return out
 
     # -- the Model protocol ----------------------------------------------------------------------
 
@@ -380,6 +369,7 @@ class EmbeddedModel:
             tool_relevance=self.tool_relevance,
             tool_similarity=self.tool_similarity,
             answer_bonus=self.answer_bonus,
+            follow_up_calls=self.follow_up_calls,
         )
 
     async def _submit(self, job: StepJob) -> StepOutcome:
@@ -422,11 +412,3 @@ class EmbeddedModel:
                 async for text in receive:
                     yield StepDelta(text=text)
         yield self._response(box["outcome"], started)
-
-
-def _served_reason(served: ServedMode) -> str:
-    """Why the step was served in its mode; an ``auto`` fallback that kept the
-    diffusion draft's confident blocks says how many tokens they held."""
-    if served.diffusion_tokens:
-        return f"{served.reason}; kept {served.diffusion_tokens} diffusion tokens"
-    return served.reason

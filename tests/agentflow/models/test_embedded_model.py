@@ -431,3 +431,63 @@ async def test_a_request_no_tool_serves_favours_an_answer(
         assert session._key_bonuses == want
     job = model._job(replace(request(agent, "bye"), settings={"answer_bonus": 2.0}), None)
     assert job.answer == 2.0 and "answer_bonus" not in job.settings
+
+
+TWO_ASKS = "Where is order 58213? and cancel order 60417"
+
+
+def first_decode_returns(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, text: str) -> list:
+    """Make the diffusion engine answer ``text`` to a step's own prompt (a follow-up's,
+    token ids, decodes as it would); the calls' ``prompts`` and keyword arguments,
+    recorded."""
+    model.load()
+    engine = model._engine("diffusion")
+    calls: list[dict[str, Any]] = []
+    original = engine.generate
+
+    def scripted(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
+        calls.append({"prompts": prompts, "config": config, **kwargs})
+        result = original(prompts, config, **kwargs)
+        if isinstance(prompts[0], str):
+            result.texts = [text]
+        return result
+
+    monkeypatch.setattr(engine, "generate", scripted)
+    return calls
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("parallel", [True, False])
+async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow_up(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: bool
+) -> None:
+    model = EmbeddedModel(dlm_path, mode="diffusion")
+    agent = Agent(
+        "support", "Help.", [get_order, cancel_order], model=model, parallel_tool_calls=parallel
+    )
+    req = request(agent, TWO_ASKS)
+    first = format_tool_calls([("get_order", {"order_id": "58213"})])
+    calls = first_decode_returns(model, monkeypatch, first)
+    response = await model.step(req)
+    assert_valid(response.text, req.action_schema)
+    if not parallel:  # one call per step: the schema refuses a second, nothing is decoded
+        assert len(calls) == 1 and response.text == first
+        return
+    # The second decode goes on from the first call, in a session advanced over it,
+    # with the untouched part's tool bonuses and values to copy.
+    tokenizer = model.tokenizer
+    prefix = tokenizer.encode(first[: -len("]}")] + ',{"name":"')
+    assert len(calls) == 2
+    (prompt,) = calls[1]["prompts"]
+    assert (
+        prompt
+        == tokenizer.encode(render_prompt(req.messages, req.tools, instructions=req.instructions))
+        + prefix
+    )
+    (session,) = calls[1]["constraints"]
+    assert session.copy_spans == request_spans(["and cancel order 60417"])
+    assert session.preferred["cancel_order"] > session.preferred["get_order"]
+    kept = response.text != first
+    assert kept == ("60417" in response.text)  # kept only when it uses the value left
+    off = await model.step(replace(req, settings={"follow_up_calls": False}))
+    assert len(calls) == 3 and off.text == first
