@@ -1,15 +1,20 @@
-"""What follow-up calls fix and cost: ``EmbeddedModel`` steps with them and without.
+"""What follow-up calls and dropping redundant calls fix and cost: ``EmbeddedModel``
+steps with them (the default) and without.
 
 Where an action's calls leave a part of the request with values untouched
-("send me invoice INV-1. downgrade cus_457"), ``EmbeddedModel`` decodes one more
-call for it (``agentflow.engine.call_coverage``). This runs the first step of
-held-out conversations that need calls (single and parallel requests of
-``agentflow eval``'s held-out set) one at a time, as one agent would, with
-``follow_up_calls`` on and off, side by side in one run:
+("send me invoice INV-1. downgrade cus_457"), ``EmbeddedModel`` decodes that part
+as a request of its own and adds its calls; then it drops the calls after the
+first that take no new value from the conversation
+(``agentflow.engine.call_coverage``). This runs the first step of held-out
+conversations that need calls (single and parallel requests of ``agentflow
+eval``'s held-out set) one at a time, as one agent would, with
+``follow_up_calls`` and ``drop_redundant_calls`` on and off, side by side in one
+run:
 
 - tool choice (the calls' names, in any order, as ``agentflow eval`` scores it)
   per kind of request, each way;
-- how many steps decoded a follow-up, and how many kept it;
+- how many steps decoded a follow-up, how many kept it, and how many dropped
+  redundant calls;
 - seconds and forward passes per step, each way, over all steps and over the
   steps that decoded a follow-up (their cost is the second decode).
 
@@ -34,7 +39,7 @@ import anyio
 from agentflow.engine.constraints import action_schema
 from agentflow.engine.training.evaluate import eval_cases
 from agentflow.models import EmbeddedModel, StepRequest
-from agentflow.models._step_decoding import FOLLOW_UP
+from agentflow.models._step_decoding import FOLLOW_UP, REDUNDANT
 
 
 def requests(n: int, seed: int) -> list[tuple[str, list[str], StepRequest]]:
@@ -54,29 +59,41 @@ def requests(n: int, seed: int) -> list[tuple[str, list[str], StepRequest]]:
     return out
 
 
+def one_step(model: EmbeddedModel, kind: str, want: list[str], step: StepRequest) -> dict[str, Any]:
+    """One step through ``model``: its seconds, passes and what it did."""
+    start = time.perf_counter()
+    response = anyio.run(model.step, step)
+    seconds = time.perf_counter() - start
+    names = [c.name for c in response.action.tool_calls]
+    reason = response.usage.reason
+    return {
+        "kind": kind,
+        "right": Counter(names) == Counter(want),  # as agentflow eval scores it
+        "seconds": seconds,
+        "forward_passes": response.usage.forward_passes,
+        "follow_up": FOLLOW_UP in reason,
+        "kept": FOLLOW_UP in reason and "(dropped" not in reason,
+        "redundant": REDUNDANT in reason,
+    }
+
+
 def run(
-    model: EmbeddedModel, steps: list[tuple[str, list[str], StepRequest]]
-) -> list[dict[str, Any]]:
-    """Each step once (after one warm-up step): its seconds, passes and call names."""
-    anyio.run(model.step, steps[0][2])
-    rows = []
-    for kind, want, step in steps:
-        start = time.perf_counter()
-        response = anyio.run(model.step, step)
-        seconds = time.perf_counter() - start
-        names = [c.name for c in response.action.tool_calls]
-        rows.append(
-            {
-                "kind": kind,
-                "right": Counter(names) == Counter(want),  # as agentflow eval scores it
-                "seconds": seconds,
-                "forward_passes": response.usage.forward_passes,
-                "follow_up": FOLLOW_UP in response.usage.reason,
-                "kept": FOLLOW_UP in response.usage.reason
-                and "(dropped" not in response.usage.reason,
-            }
-        )
-    return rows
+    off: EmbeddedModel, on: EmbeddedModel, steps: list[tuple[str, list[str], StepRequest]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each step through both models (after one warm-up step each), in turns: the
+    model that goes first alternates, so neither gets the caches warmed by the
+    other more often (the automaton store and the OS page cache are shared)."""
+    for model in (off, on):
+        anyio.run(model.step, steps[0][2])
+    rows_off, rows_on = [], []
+    for i, (kind, want, step) in enumerate(steps):
+        if i % 2:
+            rows_on.append(one_step(on, kind, want, step))
+            rows_off.append(one_step(off, kind, want, step))
+        else:
+            rows_off.append(one_step(off, kind, want, step))
+            rows_on.append(one_step(on, kind, want, step))
+    return rows_off, rows_on
 
 
 def mean(rows: list[dict[str, Any]], key: str) -> float:
@@ -94,14 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     steps = requests(args.cases, args.seed)
-    off = run(EmbeddedModel(mode=args.mode, follow_up_calls=False), steps)
-    on = run(EmbeddedModel(mode=args.mode, follow_up_calls=True), steps)
+    off, on = run(
+        EmbeddedModel(mode=args.mode, follow_up_calls=False, drop_redundant_calls=False),
+        EmbeddedModel(mode=args.mode, follow_up_calls=True, drop_redundant_calls=True),
+        steps,
+    )
     decoded = [i for i, r in enumerate(on) if r["follow_up"]]
     kept = sum(r["kept"] for r in on)
+    pruned = sum(r["redundant"] for r in on)
 
     print(
         f"{len(steps)} held-out steps (seed {args.seed}, {args.mode}); follow-ups decoded in "
-        f"{len(decoded)}, kept in {kept}"
+        f"{len(decoded)}, kept in {kept}; redundant calls dropped in {pruned}"
     )
     print(
         f"{'requests':<10} {'steps':>5}  {'tool choice off':>15}  {'on':>6}  {'fixed':>5}  {'broken':>6}"
@@ -150,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                 "mode": args.mode,
                 "follow_ups_decoded": len(decoded),
                 "follow_ups_kept": kept,
+                "redundant_calls_dropped": pruned,
                 "tool_choice": summary,
                 "cost": cost,
             },

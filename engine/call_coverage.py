@@ -1,4 +1,4 @@
-"""Which parts of a request the calls of an action serve, and whether one more call is owed.
+"""Which parts of a request the calls of an action serve: the call still owed, the calls to drop.
 
 A message often asks for two things ("send me invoice INV-2023-1670. downgrade
 cus_457 to enterprise"), and a small model often stops after the first call:
@@ -9,29 +9,30 @@ values, though. A request splits into clauses at sentence ends and at joiners
 its value-like tokens (ids, hosts, e-mails, numbers: the arguments a call would
 take). A clause is served when a call holds one of its values. When some clause
 is served and another holds values that no call holds, the action has left part
-of the request undone: :func:`follow_up` says where to go on with one more call,
-and which words that call should serve (its tool-name bonuses are worked out
-from them, :mod:`.tool_priors`).
+of the request undone: :func:`follow_up` names the part left.
 
 Pure text work, no model: the decoding paths (``EmbeddedModel``, ``agentflow
-eval``) decode the follow-up from :attr:`FollowUp.prefix` and keep it only when
-the new calls hold one of the values left (:meth:`FollowUp.serves`).
-docs/constraints.md ("Follow-up calls") has the measurements.
+eval``) decode that part as a request of its own (the conversation with the part
+in place of the request, :func:`~.chat_template.with_request`) and merge the calls
+it gets after the action's own when they hold one of the values left
+(:meth:`FollowUp.merged`). The same values show a list that went on too long:
+a call after the first that takes no new value from the conversation is
+dropped where the rest still serve the request (:func:`without_redundant_calls`).
+docs/constraints.md ("Follow-up calls", "Redundant calls") has the measurements.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jsonschema.validators import validator_for
+
+from .chat_template import ChatMessage
 from .tool_relevance import is_value_like
-
-if TYPE_CHECKING:
-    from .constraints.protocol import DecodeConstraint
-    from .tokenizer import Tokenizer
 
 #: Where a request splits into clauses: after a sentence's end, at a line break, and
 #: at a joiner word. A bare "and" or "&" only splits where no value follows it: in
@@ -44,10 +45,6 @@ _SPLITS = re.compile(
 )
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
 _TRIM = ".,;:!?()[]'\""
-#: The JSON text that starts one more call after a call of a compact action.
-NEXT_CALL = ',{"name":"'
-#: A follow-up is decoded only when the budget leaves room for a call this long.
-MIN_FOLLOW_UP_TOKENS = 12
 
 
 def clauses(request: str) -> list[str]:
@@ -114,24 +111,48 @@ def holds(held: Sequence[str], value: str) -> bool:
 
 @dataclass(frozen=True)
 class FollowUp:
-    """One more call owed after an action's calls: where to decode it from and what for."""
+    """One more call owed after an action: the part of the request its calls leave
+    untouched, to be decoded as a request of its own and merged in."""
 
-    #: The action text up to the start of the next call's name (``…},{"name":"``).
-    prefix: str
+    #: The action that owes the call (compact JSON with ``tool_calls``).
+    action: str
     #: The request's clauses that hold values no call holds, joined by spaces.
     untouched: str
     #: Those values.
     values: tuple[str, ...]
 
-    def serves(self, text: str) -> bool:
-        """True when the action ``text`` continues :attr:`prefix` with calls that hold one
-        of :attr:`values` (the follow-up did what it was decoded for)."""
-        calls = action_calls(text)
-        if calls is None or not text.startswith(self.prefix[: -len(NEXT_CALL)]):
-            return False
-        before = action_calls(self.prefix[: -len(NEXT_CALL)] + "]}") or []
-        added = call_values(calls[len(before) :])
-        return any(holds(added, v) for v in self.values)
+    def fits(self, schema: Mapping[str, Any]) -> bool:
+        """Whether ``schema`` lets :attr:`action` hold one more call (not where it allows
+        one call a step, ``parallel_tool_calls=False``)."""
+        whole = json.loads(self.action)
+        whole["tool_calls"] = [*whole["tool_calls"], whole["tool_calls"][-1]]
+        return bool(validator_for(schema)(schema).is_valid(whole))
+
+    def merged(self, text: str, schema: Mapping[str, Any] | None = None) -> str | None:
+        """:attr:`action` with the new calls of ``text`` (the action decoded for
+        :attr:`untouched` alone) after its own; None when ``text`` has no call that
+        :attr:`action` lacks, its new calls hold none of :attr:`values`, or the merged
+        action breaks ``schema`` (two calls where the schema allows one)."""
+        first, more = action_calls(self.action), action_calls(text)
+        if not first or not more:
+            return None
+        added = [c for c in more if c not in first]
+        if not any(holds(call_values(added), v) for v in self.values):
+            return None
+        end = self.action.rstrip().rfind("]")
+        merged = (
+            self.action[:end].rstrip()
+            + ","
+            + ",".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in added)
+            + self.action[end:]
+        )
+        if action_calls(merged) != first + added:  # a layout the splice cannot follow
+            whole = json.loads(self.action)
+            whole["tool_calls"] = first + added
+            merged = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+        if schema and not validator_for(schema)(schema).is_valid(json.loads(merged)):
+            return None
+        return merged
 
 
 def action_calls(text: str) -> list[dict[str, Any]] | None:
@@ -166,82 +187,52 @@ def untouched(request: str, calls: Sequence[Mapping[str, Any]]) -> tuple[str, tu
 
 
 def follow_up(text: str, request: str) -> FollowUp | None:
-    """The follow-up call an action ``text`` owes ``request`` (:func:`untouched`), or None:
-    when it is no compact action with calls, or its calls touch every clause that
-    holds values."""
+    """The follow-up call an action ``text`` owes ``request`` (:func:`untouched`), or
+    None: when it is no action with calls, or its calls touch every clause that holds
+    values."""
     calls = action_calls(text)
     if not calls:
         return None
     part, values = untouched(request, calls)
-    if not values:
+    return FollowUp(text, part, values) if values else None
+
+
+def without_redundant_calls(
+    text: str,
+    messages: Sequence[ChatMessage],
+    instructions: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+) -> str | None:
+    """The action ``text`` without its redundant calls, or None when it has none to drop
+    (or the conversation ``messages`` does not end with the request it answers).
+
+    A call after the first is redundant when it takes no value from the
+    conversation (``instructions`` and the messages' text) that the calls kept
+    before it do not hold: it repeats their values, or holds only values of its
+    own making. Redundant calls are dropped only when the calls left still serve
+    every clause of the request that holds values (:func:`untouched` finds none
+    left) and the action left fits ``schema``."""
+    calls = action_calls(text)
+    if not calls or len(calls) < 2 or not messages or messages[-1].role != "user":
         return None
-    end = text.rstrip().rfind("]")
-    if end <= 0 or text[:end].rstrip()[-1:] != "}":
+    said = "\n".join([instructions or "", *(m.content for m in messages)]).lower()
+    kept, held = [calls[0]], set(_said(call_values(calls[:1]), said))
+    for call in calls[1:]:
+        values = call_values([call])
+        new = [v for v in _said(values, said) if v not in held]
+        if values and not new:
+            continue
+        kept.append(call)
+        held.update(new)
+    if len(kept) == len(calls) or untouched(messages[-1].content, kept)[1]:
         return None
-    return FollowUp(text[:end].rstrip() + NEXT_CALL, part, values)
+    whole = json.loads(text)
+    whole["tool_calls"] = kept
+    if schema and not validator_for(schema)(schema).is_valid(whole):
+        return None
+    return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass
-class FollowUpRow:
-    """A row of a decoded batch that owes a follow-up call, ready to decode again."""
-
-    #: The row's index in the batch.
-    row: int
-    follow: FollowUp
-    #: The prompt's tokens, then the prefix's.
-    prompt: list[int]
-    #: The choice prior's tokens, then the prefix's (None: no prior).
-    prior: list[int] | None
-    #: A fresh constraint session for the row, advanced over the prefix.
-    session: DecodeConstraint
-    #: Tokens of the prefix (they count against the row's budget).
-    prefix_tokens: int
-
-    def action(self, continuation: str) -> str | None:
-        """The whole action once ``continuation`` (the text decoded after the prefix)
-        follows the prefix, or None when its calls do not serve the untouched part."""
-        text = self.follow.prefix + continuation
-        return text if self.follow.serves(text) else None
-
-
-def follow_up_rows(
-    texts: Sequence[str],
-    requests: Sequence[str],
-    prompts: Sequence[str],
-    priors: Sequence[str | None],
-    tokenizer: Tokenizer,
-    new_session: Callable[[int, FollowUp], DecodeConstraint],
-    budget: int,
-) -> list[FollowUpRow]:
-    """The rows of a decoded batch (``texts``, decoded from ``prompts`` for ``requests``)
-    that owe a follow-up call (:func:`follow_up`), each with a session from
-    ``new_session(row, follow_up)`` advanced over the prefix. A row whose prefix
-    leaves fewer than a few tokens of its ``budget``, or that the constraint refuses
-    (a prefix the schema does not allow), is left as it is."""
-    from .errors import InfeasibleConstraintError
-
-    out: list[FollowUpRow] = []
-    for i, (text, request) in enumerate(zip(texts, requests, strict=True)):
-        follow = follow_up(text, request)
-        if follow is None:
-            continue
-        prefix = tokenizer.encode(follow.prefix)
-        if budget - len(prefix) < MIN_FOLLOW_UP_TOKENS:
-            continue
-        session = new_session(i, follow)
-        try:
-            session.advance(prefix)
-        except InfeasibleConstraintError:
-            continue
-        prior = priors[i]
-        out.append(
-            FollowUpRow(
-                i,
-                follow,
-                tokenizer.encode(prompts[i]) + prefix,
-                None if prior is None else tokenizer.encode(prior) + prefix,
-                session,
-                len(prefix),
-            )
-        )
-    return out
+def _said(values: Sequence[str], said: str) -> list[str]:
+    """The ``values`` (lower-cased) that the lower-cased text ``said`` holds."""
+    return [v.lower() for v in values if len(v) >= 2 and v.lower() in said]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 PAD, MASK, END = "<|pad|>", "<|mask|>", "<|end|>"
@@ -224,6 +224,14 @@ def render_choice_prior(
 def last_request(messages: Sequence[ChatMessage]) -> str:
     """The request: the last user message's text ("" when there is none)."""
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+def with_request(messages: Sequence[ChatMessage], request: str) -> list[ChatMessage] | None:
+    """``messages`` with ``request`` in place of the last one when that is the request
+    (a user message); None when the conversation went on after its request."""
+    if not messages or messages[-1].role != "user":
+        return None
+    return [*messages[:-1], replace(messages[-1], content=request)]
 
 
 def copy_sources(messages: Sequence[ChatMessage]) -> list[str]:

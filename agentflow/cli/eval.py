@@ -82,7 +82,14 @@ def add_parser(subparsers: Any) -> None:
         "--follow-up-calls",
         action="store_true",
         help="where the calls leave a clause of the request with values untouched, decode "
-        "one more call for it and keep it when it uses them (agentflow.engine.call_coverage)",
+        "that part as a request of its own and add its calls when they use those values "
+        "(agentflow.engine.call_coverage)",
+    )
+    parser.add_argument(
+        "--drop-redundant-calls",
+        action="store_true",
+        help="drop the calls after the first that take no new value from the conversation, "
+        "where the calls left still serve the whole request (agentflow.engine.call_coverage)",
     )
     parser.add_argument(
         "--structured",
@@ -221,6 +228,7 @@ def run(args: argparse.Namespace) -> int:
         tool_similarity=args.tool_similarity,
         answer_bonus=args.answer_bonus,
         follow_up_calls=args.follow_up_calls,
+        drop_redundant_calls=args.drop_redundant_calls,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

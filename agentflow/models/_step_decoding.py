@@ -1,24 +1,31 @@
-"""Decoding a batch of step jobs with an engine, and the follow-up calls their actions owe.
+"""Decoding a batch of step jobs with an engine; the calls their actions owe, and those to drop.
 
 Runs in ``EmbeddedModel``'s worker thread. :func:`decode_jobs` makes one engine
 call for a batch of jobs and turns each row into a :class:`StepOutcome` (text and
 usage). :func:`decode_follow_ups` then finds the actions whose calls leave a part
 of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
-decodes one more call for them from ``…},{"name":"`` in a second engine call, and
-keeps each where the new call uses a value left.
+decodes that part as a request of its own in a second engine call, and merges the
+new calls into each action where they use a value left. :func:`drop_redundant_calls`
+last drops the calls after an action's first that take no new value from the
+conversation.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ._step_jobs import StepJob, StepOutcome
+from ._step_jobs import StepJob, StepOutcome, follow_up_job
 from .base import StepUsage
 
 #: How a step's usage reason names its follow-up call (then the part it was for).
 FOLLOW_UP = "a follow-up call for:"
+#: Why a follow-up's calls were not kept.
+DROPPED = "no new call used one of its values"
+#: How a step's usage reason names the redundant calls dropped (then their names).
+REDUNDANT = "dropped redundant calls:"
 
 if TYPE_CHECKING:
     from agentflow.engine.call_coverage import FollowUp
@@ -34,16 +41,10 @@ def decode_jobs(
     config: GenerationConfig,
     mode: str,
     model_name: str,
-    *,
-    prompts: Sequence[str | list[int]] | None = None,
-    priors: Sequence[str | list[int] | None] | None = None,
-    streamed: Sequence[list[int]] | None = None,
 ) -> dict[int, StepOutcome]:
     """Decode ``jobs`` (one mode, one config) in one ``engine.generate`` call; the
-    outcomes by ``id(job)``. ``prompts``/``priors`` replace the jobs' own (token ids
-    of a follow-up); ``streamed``: tokens already shown to each job's ``on_text``
-    (a follow-up's prefix), which its streamed text goes on from."""
-    pieces = [list(s) for s in streamed] if streamed is not None else [[] for _ in jobs]
+    outcomes by ``id(job)``."""
+    pieces: list[list[int]] = [[] for _ in jobs]
 
     def on_block(row: int, ids: list[int]) -> None:
         job = jobs[row]
@@ -54,12 +55,11 @@ def decode_jobs(
     kwargs: dict[str, Any] = {
         "constraints": list(sessions),
         "on_block": on_block,
-        "choice_priors": list(priors) if priors is not None else [j.prior for j in jobs],
+        "choice_priors": [j.prior for j in jobs],
     }
     if mode in ("hybrid", "auto"):
         kwargs.update(mode=mode, reason=jobs[0].reason)
-    chosen = list(prompts) if prompts is not None else [j.prompt for j in jobs]
-    result = engine.generate(chosen, config, **kwargs)
+    result = engine.generate([j.prompt for j in jobs], config, **kwargs)
     served = getattr(result.stats, "served", None)
     texts = result.texts or [tokenizer.decode(s) for s in result.sequences]
     out: dict[int, StepOutcome] = {}
@@ -87,63 +87,83 @@ def decode_follow_ups(
     config: GenerationConfig,
     mode: str,
     model_name: str,
-    new_session: Callable[[StepJob, FollowUp], Any],
+    new_session: Callable[[StepJob], Any],
 ) -> int:
-    """Decode the follow-up calls that the outcomes ``done`` of ``jobs`` owe, and
-    put each action whose new call uses a value left in ``done`` (its usage counts
-    both decodes); how many were kept. ``new_session(job, follow_up)``: a fresh
-    constraint session for the follow-up of ``job``."""
-    from agentflow.engine.call_coverage import follow_up_rows
+    """Decode the follow-up calls that the outcomes ``done`` of ``jobs`` owe, each for
+    the part of its request left untouched as a request of its own
+    (:func:`follow_up_job`), and put each merged action whose new calls use a value
+    left in ``done`` (its usage counts both decodes, kept or not); how many were
+    kept. ``new_session(job)``: a constraint session for a follow-up's job."""
+    from agentflow.engine.call_coverage import follow_up
 
-    owed = follow_up_rows(
-        [done[id(j)].text for j in jobs],
-        [j.request for j in jobs],
-        [j.prompt for j in jobs],
-        [j.prior for j in jobs],
-        tokenizer,
-        lambda row, follow: new_session(jobs[row], follow),
-        config.max_new_tokens,
-    )
+    owed: list[tuple[StepJob, FollowUp, StepJob]] = []
+    for job in jobs:
+        follow = follow_up(done[id(job)].text, job.request)
+        if follow is None or not follow.fits(job.schema):
+            continue
+        again = follow_up_job(job, follow.untouched)
+        if again is not None:
+            owed.append((job, follow, again))
     if not owed:
         return 0
-    room = config.max_new_tokens - min(r.prefix_tokens for r in owed)
-    again = [jobs[r.row] for r in owed]
     more = decode_jobs(
         engine,
         tokenizer,
-        again,
-        [r.session for r in owed],
-        replace(config, max_new_tokens=room),
+        [again for _, _, again in owed],
+        [new_session(again) for _, _, again in owed],
+        config,
         mode,
         model_name,
-        prompts=[r.prompt for r in owed],
-        priors=[r.prior for r in owed],
-        streamed=[r.prompt[len(r.prompt) - r.prefix_tokens :] for r in owed],
     )
     kept = 0
-    for r, job in zip(owed, again, strict=True):
-        extra = more[id(job)]
-        action = r.action(extra.text)
-        first = done[id(job)]
-        usage = replace(  # the follow-up's passes are the step's cost, kept or not
+    for job, follow, again in owed:
+        first, extra = done[id(job)], more[id(again)]
+        usage = replace(  # the follow-up's decode is the step's cost, kept or not
             first.usage,
+            input_tokens=first.usage.input_tokens + extra.usage.input_tokens,
+            output_tokens=first.usage.output_tokens + extra.usage.output_tokens,
             forward_passes=first.usage.forward_passes + extra.usage.forward_passes,
             forced_tokens=first.usage.forced_tokens + extra.usage.forced_tokens,
             cached_input_tokens=first.usage.cached_input_tokens + extra.usage.cached_input_tokens,
         )
-        if action is None:
-            usage.reason += (
-                f"; {FOLLOW_UP} {r.follow.untouched} (dropped: it used none of its values)"
-            )
+        merged = follow.merged(extra.text, job.schema)
+        if merged is None:
+            usage.reason += f"; {FOLLOW_UP} {follow.untouched} (dropped: {DROPPED})"
             done[id(job)] = StepOutcome(text=first.text, usage=usage)
-            if job.on_text is not None:  # the streamed draft goes back to the action kept
-                job.on_text(first.text)
             continue
-        usage.output_tokens = r.prefix_tokens + extra.usage.output_tokens
-        usage.reason += f"; {FOLLOW_UP} {r.follow.untouched}"
-        done[id(job)] = StepOutcome(text=action, usage=usage)
+        usage.reason += f"; {FOLLOW_UP} {follow.untouched}"
+        done[id(job)] = StepOutcome(text=merged, usage=usage)
+        if job.on_text is not None:  # the stream shows the merged action last
+            job.on_text(merged)
         kept += 1
     return kept
+
+
+def drop_redundant_calls(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
+    """Drop the redundant calls of the outcomes ``done`` of ``jobs``
+    (:func:`~agentflow.engine.call_coverage.without_redundant_calls`); their usage
+    reason names the calls dropped. How many actions lost calls."""
+    from agentflow.engine.call_coverage import action_calls, without_redundant_calls
+
+    changed = 0
+    for job in jobs:
+        if job.step is None:
+            continue
+        outcome = done[id(job)]
+        kept = without_redundant_calls(
+            outcome.text, job.step.messages, job.step.instructions, job.schema
+        )
+        if kept is None:
+            continue
+        names = Counter(c["name"] for c in action_calls(outcome.text) or [])
+        names.subtract(c["name"] for c in action_calls(kept) or [])
+        usage = replace(outcome.usage)
+        usage.reason += f"; {REDUNDANT} {', '.join(sorted(names.elements()))}"
+        done[id(job)] = StepOutcome(text=kept, usage=usage)
+        if job.on_text is not None:
+            job.on_text(kept)
+        changed += 1
+    return changed
 
 
 def _served_reason(served: ServedMode) -> str:

@@ -9,7 +9,7 @@ batch (``EmbeddedModel._run_batch``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from agentflow.engine.chat_template import (
@@ -18,6 +18,7 @@ from agentflow.engine.chat_template import (
     last_request,
     render_choice_prior,
     render_prompt,
+    with_request,
 )
 from agentflow.engine.tool_relevance import check_weight
 
@@ -26,7 +27,14 @@ from .base import StepRequest, StepUsage
 #: The decoding modes a step may ask for.
 MODES = ("diffusion", "hybrid", "ar", "auto")
 #: Step settings that are not decoding knobs.
-STEP_SETTINGS = ("reason", "tool_relevance", "tool_similarity", "answer_bonus", "follow_up_calls")
+STEP_SETTINGS = (
+    "reason",
+    "tool_relevance",
+    "tool_similarity",
+    "answer_bonus",
+    "follow_up_calls",
+    "drop_redundant_calls",
+)
 
 
 @dataclass
@@ -51,6 +59,10 @@ class StepJob:
     answer: float = 0.0
     #: Decode one more call where the action leaves part of the request untouched.
     follow_up: bool = False
+    #: Drop the calls after the first that take no new value from the conversation.
+    drop_redundant: bool = False
+    #: The step the job was built from (a follow-up's job is rendered from it).
+    step: StepRequest | None = None
 
 
 @dataclass
@@ -68,10 +80,11 @@ def step_job(
     tool_similarity: float,
     answer_bonus: float,
     follow_up_calls: bool,
+    drop_redundant_calls: bool,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason``,
-    the tool-choice weights, the answer bonus and ``follow_up_calls`` (ValueError
-    names a mode, weight or flag out of range)."""
+    the tool-choice weights, the answer bonus, ``follow_up_calls`` and
+    ``drop_redundant_calls`` (ValueError names a mode, weight or flag out of range)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     output = request.output_schema
@@ -85,9 +98,8 @@ def step_job(
         request.settings.get("tool_similarity", tool_similarity), "tool_similarity"
     )
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
-    follow_up = request.settings.get("follow_up_calls", follow_up_calls)
-    if not isinstance(follow_up, bool):
-        raise ValueError(f"follow_up_calls must be true or false, got {follow_up!r}")
+    follow_up = _flag(request.settings, "follow_up_calls", follow_up_calls)
+    drop_redundant = _flag(request.settings, "drop_redundant_calls", drop_redundant_calls)
     prior = render_choice_prior(
         request.messages, request.tools, instructions=request.instructions, output=output
     )
@@ -106,4 +118,39 @@ def step_job(
         similarity,
         answer,
         follow_up,
+        drop_redundant,
+        request,
+    )
+
+
+def _flag(settings: dict[str, Any], name: str, default: bool) -> bool:
+    value = settings.get(name, default)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {value!r}")
+    return value
+
+
+def follow_up_job(job: StepJob, part: str) -> StepJob | None:
+    """The job that decodes ``part`` of ``job``'s request (what its action left
+    untouched) as a request of its own: the same conversation, tools and prior,
+    ``part`` in place of the request, no answer bonus, nothing streamed. None when
+    the conversation went on after the request (tool results, an earlier action):
+    the calls made since then are not ``job``'s to complete."""
+    messages = None if job.step is None else with_request(job.step.messages, part)
+    if job.step is None or messages is None:
+        return None
+    step = replace(job.step, messages=messages)
+    prompt = render_prompt(
+        messages, step.tools, instructions=step.instructions, output=step.output_schema
+    )
+    return replace(
+        job,
+        prompt=prompt,
+        on_text=None,
+        sources=copy_sources(messages),
+        request=part,
+        answer=0.0,
+        follow_up=False,
+        drop_redundant=False,
+        step=step,
     )

@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import fields, replace
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,7 +34,7 @@ from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_relevance import check_weight
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
-from ._step_decoding import decode_follow_ups, decode_jobs
+from ._step_decoding import decode_follow_ups, decode_jobs, drop_redundant_calls
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -46,7 +47,6 @@ from .base import (
 from .batcher import StepBatcher
 
 if TYPE_CHECKING:
-    from agentflow.engine.call_coverage import FollowUp
     from agentflow.engine.constraints.enforcement import Constraint, ConstraintSession
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.tool_priors import StepBonuses
@@ -87,6 +87,9 @@ ANSWER_BONUS = DEFAULT_ANSWER_BONUS
 #: Where an action's calls leave a part of the request with values untouched, decode
 #: one more call for it (docs/constraints.md, "Follow-up calls").
 FOLLOW_UP_CALLS = True
+#: Drop the calls after an action's first that take no new value from the conversation
+#: where the calls left serve the whole request (docs/constraints.md, "Redundant calls").
+DROP_REDUNDANT_CALLS = True
 
 
 class EmbeddedModel:
@@ -120,9 +123,12 @@ class EmbeddedModel:
     ("thanks, bye"), add this to the score of answering over calling a tool. 0
     turns any of them off. ``follow_up_calls``: where the calls of an action leave a
     part of the request with values untouched ("send me invoice INV-1. downgrade
-    cus_457"), decode one more call for that part and keep it when it uses them
-    (:mod:`agentflow.engine.call_coverage`). A step's ``settings`` may set any of
-    these too.
+    cus_457"), decode that part as a request of its own and add its calls to the
+    action when they use those values (:mod:`agentflow.engine.call_coverage`).
+    ``drop_redundant_calls``: then drop the calls after the first that take no new
+    value from the conversation (a repeat, or values of the model's own making)
+    where the calls left still serve every part of the request. A step's
+    ``settings`` may set any of these too.
     """
 
     def __init__(
@@ -141,6 +147,7 @@ class EmbeddedModel:
         tool_similarity: float = TOOL_SIMILARITY,
         answer_bonus: float = ANSWER_BONUS,
         follow_up_calls: bool = FOLLOW_UP_CALLS,
+        drop_redundant_calls: bool = DROP_REDUNDANT_CALLS,
     ) -> None:
         if mode is None:
             mode = (
@@ -163,6 +170,7 @@ class EmbeddedModel:
         self.tool_similarity = tool_similarity
         self.answer_bonus = answer_bonus
         self.follow_up_calls = follow_up_calls
+        self.drop_redundant_calls = drop_redundant_calls
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -323,39 +331,37 @@ class EmbeddedModel:
             owing = [j for j in ready if j.follow_up]
             if owing:
                 decode_follow_ups(
-                    engine, tokenizer, owing, done, config, mode, self.name, self._follow_up_session
+                    engine,
+                    tokenizer,
+                    owing,
+                    done,
+                    config,
+                    mode,
+                    self.name,
+                    partial(self._session, config=config),
                 )
+            drop_redundant_calls([j for j in ready if j.drop_redundant], done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
-    def _session(
-        self, job: StepJob, config: GenerationConfig, follow: FollowUp | None = None
-    ) -> ConstraintSession:
-        """A constraint session for ``job`` with its copy sources and bonuses; for its
-        follow-up call (``follow``), the part of the request left untouched stands
-        for the request."""
+    def _session(self, job: StepJob, config: GenerationConfig) -> ConstraintSession:
+        """A constraint session for ``job`` with its copy sources and bonuses."""
         session = self.constraint(job.schema).session(config.max_new_tokens, canonical=CANONICAL)
-        sources = job.sources if follow is None else [follow.untouched, *job.sources[1:]]
         if COPY:
-            session.copy_from(sources, within_text=COPY_WITHIN_TEXT)
-        self._bonuses(job, follow).apply(session)
+            session.copy_from(job.sources, within_text=COPY_WITHIN_TEXT)
+        self._bonuses(job).apply(session)
         return session
 
-    def _follow_up_session(self, job: StepJob, follow: FollowUp) -> ConstraintSession:
-        return self._session(job, self._config(job.settings), follow)
-
-    def _bonuses(self, job: StepJob, follow: FollowUp | None = None) -> StepBonuses:
-        """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`);
-        for a follow-up call, the untouched part's tool-name bonuses."""
+    def _bonuses(self, job: StepJob) -> StepBonuses:
+        """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`)."""
         from agentflow.engine.tool_priors import step_bonuses
 
-        answer = job.answer if follow is None else 0.0  # the action's key is in the prefix
-        needs_vectors = bool(job.tools) and (job.similarity > 0 or answer > 0)
+        needs_vectors = bool(job.tools) and (job.similarity > 0 or job.answer > 0)
         return step_bonuses(
-            job.request if follow is None else follow.untouched,
+            job.request,
             job.tools,
             relevance_weight=job.relevance,
             similarity_weight=job.similarity,
-            answer_bonus=answer,
+            answer_bonus=job.answer,
             vectors=self._word_vectors() if needs_vectors else None,
         )
 
@@ -370,6 +376,7 @@ class EmbeddedModel:
             tool_similarity=self.tool_similarity,
             answer_bonus=self.answer_bonus,
             follow_up_calls=self.follow_up_calls,
+            drop_redundant_calls=self.drop_redundant_calls,
         )
 
     async def _submit(self, job: StepJob) -> StepOutcome:

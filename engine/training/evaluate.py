@@ -42,8 +42,8 @@ from typing import Any, Literal
 
 import jsonschema
 
-from ..call_coverage import FollowUp, FollowUpRow, follow_up_rows
-from ..chat_template import copy_sources, last_request
+from ..call_coverage import FollowUp, follow_up, without_redundant_calls
+from ..chat_template import copy_sources, last_request, with_request
 from ..generation import GenerationConfig
 from ..tool_priors import step_bonuses
 from ..tool_similarity import WordVectors
@@ -268,6 +268,7 @@ def evaluate(
     tool_similarity: float = 0.0,
     answer_bonus: float = 0.0,
     follow_up_calls: bool = False,
+    drop_redundant_calls: bool = False,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -283,7 +284,9 @@ def evaluate(
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
     like one no tool serves (:mod:`agentflow.engine.tool_priors`).
     ``follow_up_calls`` decodes one more call where the calls leave a clause of the
-    request with values untouched (:mod:`agentflow.engine.call_coverage`). ``structured``
+    request with values untouched (:mod:`agentflow.engine.call_coverage`);
+    ``drop_redundant_calls`` then drops the calls after the first that take no new
+    value from the conversation (:func:`~..call_coverage.without_redundant_calls`). ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -346,16 +349,23 @@ def evaluate(
             priors = [samples[i].choice_prior() for i in chunk]
             texts, rows, seconds, served = decode(prompts, sessions, config, priors)
             if follow_up_calls and constrained:
-                owed = follow_up_rows(
+                seconds += _follow_up(
+                    decode,
                     texts,
-                    [last_request(samples[i].messages) for i in chunk],
-                    prompts,
+                    rows,
+                    [samples[i] for i in chunk],
+                    [schemas[i] for i in chunk],
                     priors,
-                    tokenizer,
                     partial(_shifted, session_for, chunk.start),
-                    config.max_new_tokens,
+                    config,
                 )
-                seconds += _follow_up(decode, texts, rows, owed, config)
+            if drop_redundant_calls and constrained:
+                for row, i in enumerate(chunk):
+                    s = samples[i]
+                    kept = without_redundant_calls(
+                        texts[row], s.messages, s.instructions, schemas[i]
+                    )
+                    texts[row] = texts[row] if kept is None else kept
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
@@ -387,6 +397,7 @@ def evaluate(
         "tool_similarity": tool_similarity,
         "answer_bonus": answer_bonus,
         "follow_up_calls": follow_up_calls,
+        "drop_redundant_calls": drop_redundant_calls,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
@@ -405,33 +416,43 @@ def _follow_up(
     decode: Decoder,
     texts: list[str],
     rows: list[Any],
-    owed: list[FollowUpRow],
+    cases: Sequence[Sample],
+    schemas: Sequence[dict[str, Any]],
+    priors: Sequence[str | None],
+    new_session: Callable[[int, FollowUp], Any],
     config: GenerationConfig,
 ) -> float:
-    """Decode the follow-up calls ``owed`` and put the actions they serve in ``texts``
-    (their passes and tokens added to ``rows``); the seconds it took."""
+    """Decode the follow-up calls the actions ``texts`` of ``cases`` owe, each for the
+    part of its request left untouched as a request of its own, and put the merged
+    actions that use a value left in ``texts`` (the passes and tokens of every
+    follow-up added to ``rows``: its cost, kept or not); the seconds it took."""
+    owed: list[tuple[int, FollowUp, Sample]] = []
+    for row, (text, case) in enumerate(zip(texts, cases, strict=True)):
+        follow = follow_up(text, last_request(case.messages))
+        messages = with_request(case.messages, follow.untouched) if follow else None
+        if follow is not None and messages is not None:
+            owed.append((row, follow, replace(case, messages=tuple(messages))))
     if not owed:
         return 0.0
-    room = config.max_new_tokens - min(r.prefix_tokens for r in owed)
     more, more_rows, seconds, _ = decode(
-        [r.prompt for r in owed],  # type: ignore[misc]  # token ids: the engines take both
-        [r.session for r in owed],
-        replace(config, max_new_tokens=room),
-        [r.prior for r in owed],  # type: ignore[misc]
+        [case.prompt() for _, _, case in owed],
+        [new_session(row, follow) for row, follow, _ in owed],
+        config,
+        [priors[row] for row, _, _ in owed],
     )
-    for r, continuation, extra in zip(owed, more, more_rows, strict=True):
-        action = r.action(continuation)
-        if action is None:
-            logger.debug("follow-up of row %d dropped: %s%s", r.row, r.follow.prefix, continuation)
-            continue
-        texts[r.row] = action
-        first = rows[r.row]
-        rows[r.row] = replace(
+    for (row, follow, _), text, extra in zip(owed, more, more_rows, strict=True):
+        first = rows[row]
+        rows[row] = replace(
             first,
-            tokens=r.prefix_tokens + extra.tokens,
+            tokens=first.tokens + extra.tokens,
             nfe=first.nfe + extra.nfe,
             forced_tokens=first.forced_tokens + extra.forced_tokens,
         )
+        merged = follow.merged(text, schemas[row])
+        if merged is None:
+            logger.debug("follow-up of row %d for %r dropped: %s", row, follow.untouched, text)
+            continue
+        texts[row] = merged
     return seconds
 
 

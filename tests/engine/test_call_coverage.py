@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from agentflow.engine.call_coverage import (
-    NEXT_CALL,
     FollowUp,
     clause_values,
     clauses,
     follow_up,
-    follow_up_rows,
     untouched,
+    without_redundant_calls,
 )
-from agentflow.engine.errors import InfeasibleConstraintError
-from agentflow.engine.tokenizer import Tokenizer
+from agentflow.engine.chat_template import ChatMessage
 
 TWO_ASKS = "send me invoice INV-2023-1670. downgrade cus_457 to enterprise, thanks"
 
@@ -80,12 +77,10 @@ def test_clauses_without_values_are_not_owed_a_call() -> None:
     assert untouched("cancel 69763 for me. and send a confirmation", calls) == ("", ())
 
 
-def test_a_follow_up_goes_on_from_the_last_call() -> None:
+def test_a_follow_up_names_the_part_left() -> None:
     first = action(("bill_show", {"id": "INV-2023-1670"}))
     follow = follow_up(first, TWO_ASKS)
-    assert follow is not None
-    assert follow.prefix == first[: -len("]}")] + NEXT_CALL
-    assert follow.untouched == "downgrade cus_457 to enterprise, thanks"
+    assert follow == FollowUp(first, "downgrade cus_457 to enterprise, thanks", ("cus_457",))
 
 
 @pytest.mark.parametrize(
@@ -101,60 +96,97 @@ def test_no_follow_up_for_answers_broken_text_or_whole_actions(text: str) -> Non
     assert follow_up(text, TWO_ASKS) is None
 
 
-def test_a_follow_up_is_kept_only_when_its_call_uses_a_value_left() -> None:
+@pytest.fixture
+def owed() -> FollowUp:
     follow = follow_up(action(("bill_show", {"id": "INV-2023-1670"})), TWO_ASKS)
     assert follow is not None
-    right = follow.prefix + 'switch_tier","arguments":{"client_id":"cus_457"}}]}'
-    again = follow.prefix + 'bill_show","arguments":{"id":"INV-2023-1670"}}]}'
-    assert follow.serves(right)
-    assert not follow.serves(again)
-    assert not follow.serves(right.replace("INV-2023-1670", "INV-1"))  # prefix changed
-    assert not follow.serves(follow.prefix + "broken")
+    return follow
 
 
-class RecordingSession:
-    """A stand-in constraint session that records what it is advanced over."""
-
-    def __init__(self, refuse: bool = False) -> None:
-        self.refuse = refuse
-        self.advanced: list[int] = []
-
-    def advance(self, token_ids: Sequence[int]) -> None:
-        if self.refuse:
-            raise InfeasibleConstraintError("refused")
-        self.advanced.extend(token_ids)
+def test_the_calls_decoded_for_the_part_left_go_after_the_actions_own(owed: FollowUp) -> None:
+    tier = ("switch_tier", {"client_id": "cus_457"})
+    merged = owed.merged(action(tier))
+    assert merged == action(("bill_show", {"id": "INV-2023-1670"}), tier)
+    # A call the action already holds is not repeated.
+    assert owed.merged(action(("bill_show", {"id": "INV-2023-1670"}), tier)) == merged
 
 
-def test_follow_up_rows_continue_the_prompt_and_prior_with_the_prefix(
-    tokenizer: Tokenizer,
-) -> None:
-    texts = [action(("bill_show", {"id": "INV-2023-1670"})), '{"final":"hi"}']
-    made: list[tuple[int, FollowUp]] = []
+@pytest.mark.parametrize(
+    "text",
+    [
+        action(("bill_show", {"id": "INV-2023-1670"})),  # the same call again
+        action(("switch_tier", {"client_id": "cus_9"})),  # a value the request never held
+        '{"final":"done"}',
+        "broken",
+    ],
+)
+def test_calls_that_use_no_value_left_are_not_merged(owed: FollowUp, text: str) -> None:
+    assert owed.merged(text) is None
 
-    def new_session(row: int, follow: FollowUp) -> Any:
-        made.append((row, follow))
-        return RecordingSession()
 
-    rows = follow_up_rows(
-        texts, [TWO_ASKS, "hi"], ["P1", "P2"], ["prior", None], tokenizer, new_session, 256
+def test_a_merged_action_must_fit_the_schema(owed: FollowUp) -> None:
+    one_call = {"properties": {"tool_calls": {"type": "array", "maxItems": 1}}}
+    two_calls = {"properties": {"tool_calls": {"type": "array", "maxItems": 2}}}
+    assert not owed.fits(one_call)
+    assert owed.fits(two_calls)
+    tier = action(("switch_tier", {"client_id": "cus_457"}))
+    assert owed.merged(tier, one_call) is None
+    assert owed.merged(tier, two_calls) is not None
+
+
+def test_a_spaced_action_is_merged_too() -> None:
+    spaced = '{ "tool_calls": [ {"name": "bill_show", "arguments": {"id": "INV-2023-1670"}} ] }'
+    follow = follow_up(spaced, TWO_ASKS)
+    assert follow is not None
+    merged = follow.merged(action(("switch_tier", {"client_id": "cus_457"})))
+    assert merged is not None
+    assert json.loads(merged)["tool_calls"][1]["arguments"] == {"client_id": "cus_457"}
+
+
+SHOW = ("bill_show", {"id": "INV-2023-1670"})
+TIER = ("switch_tier", {"client_id": "cus_457"})
+
+
+def asked(text: str = TWO_ASKS) -> list[ChatMessage]:
+    return [ChatMessage("user", "hello"), ChatMessage("user", text)]
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        ("bill_show", {"id": "INV-2023-1670", "full": True}),  # repeats the first call's value
+        ("switch_tier", {"client_id": "cus_9", "level": "free"}),  # values of its own
+    ],
+    ids=["repeat", "made-up"],
+)
+def test_a_call_that_takes_no_new_value_is_dropped(extra: tuple[str, dict[str, Any]]) -> None:
+    assert without_redundant_calls(action(SHOW, extra, TIER), asked()) == action(SHOW, TIER)
+    assert without_redundant_calls(action(SHOW, TIER), asked()) is None  # nothing to drop
+
+
+def test_values_from_anywhere_in_the_conversation_count_as_new() -> None:
+    look = ("get_user", {"account": "acct-77"})
+    conversation = [ChatMessage("tool", '{"account":"acct-77"}', name="x"), *asked()]
+    assert without_redundant_calls(action(SHOW, look, TIER), conversation) is None
+    from_instructions = without_redundant_calls(
+        action(SHOW, look, TIER), asked(), instructions="Our account is acct-77."
     )
-    assert [r.row for r in rows] == [0]
-    (row,) = rows
-    prefix = tokenizer.encode(row.follow.prefix)
-    assert row.prompt == tokenizer.encode("P1") + prefix
-    assert row.prior == tokenizer.encode("prior") + prefix
-    assert row.session.advanced == prefix  # type: ignore[attr-defined]
-    assert row.prefix_tokens == len(prefix)
-    assert made == [(0, row.follow)]
-    assert row.action('switch_tier","arguments":{"client_id":"cus_457"}}]}') is not None
-    assert row.action('bill_show","arguments":{"id":"INV-2023-1670"}}]}') is None
+    assert from_instructions is None
+    assert without_redundant_calls(action(SHOW, look, TIER), asked()) == action(SHOW, TIER)
 
 
-def test_rows_the_constraint_refuses_or_the_budget_cannot_hold_are_left(
-    tokenizer: Tokenizer,
-) -> None:
-    texts = [action(("bill_show", {"id": "INV-2023-1670"}))]
-    args = (texts, [TWO_ASKS], ["P"], [None], tokenizer)
-    assert follow_up_rows(*args, lambda r, f: RecordingSession(refuse=True), 256) == []
-    prefix = len(tokenizer.encode(texts[0]))
-    assert follow_up_rows(*args, lambda r, f: RecordingSession(), prefix) == []
+def test_calls_are_dropped_only_where_the_rest_serve_the_whole_request() -> None:
+    # Without the made-up call nothing serves "downgrade cus_457": it stays.
+    made_up = ("switch_tier", {"client_id": "cus_9"})
+    assert without_redundant_calls(action(SHOW, made_up), asked()) is None
+    # Calls without values (no arguments, or flags only) are never redundant.
+    assert without_redundant_calls(action(SHOW, ("ping", {}), TIER), asked()) is None
+
+
+def test_only_an_action_just_after_its_request_is_pruned() -> None:
+    text = action(SHOW, SHOW, TIER)
+    went_on = [*asked(), ChatMessage("tool", "{}", name="bill_show")]
+    assert without_redundant_calls(text, went_on) is None
+    three_calls = {"properties": {"tool_calls": {"minItems": 3}}}
+    assert without_redundant_calls(text, asked(), schema=three_calls) is None
+    assert without_redundant_calls('{"final":"ok"}', asked()) is None

@@ -11,6 +11,7 @@ from agentflow.engine.chat_template import (
     render_choice_prior,
     render_output,
     render_prompt,
+    with_request,
 )
 
 ORDER = ToolSpec(
@@ -64,3 +65,13 @@ def test_a_text_answer_adds_nothing() -> None:
     plain = render_prompt(ASK, [ORDER])
     assert render_prompt(ASK, [ORDER], output={"type": "string"}) == plain
     assert TOOLS not in render_prompt(ASK)
+
+
+def test_with_request_puts_a_new_request_in_place_of_the_last_one() -> None:
+    earlier = ChatMessage("user", "hello")
+    asked = [earlier, ChatMessage("user", "check 58213. cancel 60417")]
+    assert with_request(asked, "cancel 60417") == [earlier, ChatMessage("user", "cancel 60417")]
+    assert asked[-1].content == "check 58213. cancel 60417"  # the conversation is not changed
+    went_on = [*asked, ChatMessage("tool", "{}", name="get_order")]
+    assert with_request(went_on, "cancel 60417") is None
+    assert with_request([], "x") is None

@@ -436,10 +436,9 @@ async def test_a_request_no_tool_serves_favours_an_answer(
 TWO_ASKS = "Where is order 58213? and cancel order 60417"
 
 
-def first_decode_returns(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, text: str) -> list:
-    """Make the diffusion engine answer ``text`` to a step's own prompt (a follow-up's,
-    token ids, decodes as it would); the calls' ``prompts`` and keyword arguments,
-    recorded."""
+def scripted_decodes(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, *texts: str) -> list:
+    """Make the diffusion engine answer ``texts[i]`` to its ``i``-th call (it decodes as
+    it would past them); the calls' ``prompts`` and keyword arguments, recorded."""
     model.load()
     engine = model._engine("diffusion")
     calls: list[dict[str, Any]] = []
@@ -448,8 +447,8 @@ def first_decode_returns(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, 
     def scripted(prompts: Any, config: GenerationConfig, **kwargs: Any) -> Any:
         calls.append({"prompts": prompts, "config": config, **kwargs})
         result = original(prompts, config, **kwargs)
-        if isinstance(prompts[0], str):
-            result.texts = [text]
+        if len(calls) <= len(texts):
+            result.texts = [texts[len(calls) - 1]]
         return result
 
     monkeypatch.setattr(engine, "generate", scripted)
@@ -467,27 +466,45 @@ async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow
     )
     req = request(agent, TWO_ASKS)
     first = format_tool_calls([("get_order", {"order_id": "58213"})])
-    calls = first_decode_returns(model, monkeypatch, first)
+    second = format_tool_calls([("cancel_order", {"order_id": "60417"})])
+    calls = scripted_decodes(model, monkeypatch, first, second, first)
     response = await model.step(req)
     assert_valid(response.text, req.action_schema)
     if not parallel:  # one call per step: the schema refuses a second, nothing is decoded
         assert len(calls) == 1 and response.text == first
         return
-    # The second decode goes on from the first call, in a session advanced over it,
-    # with the untouched part's tool bonuses and values to copy.
-    tokenizer = model.tokenizer
-    prefix = tokenizer.encode(first[: -len("]}")] + ',{"name":"')
+    # The second decode asks for the untouched part as a request of its own, with its
+    # tool bonuses and values to copy.
     assert len(calls) == 2
+    part = "and cancel order 60417"
     (prompt,) = calls[1]["prompts"]
-    assert (
-        prompt
-        == tokenizer.encode(render_prompt(req.messages, req.tools, instructions=req.instructions))
-        + prefix
-    )
+    messages = [*req.messages[:-1], ChatMessage("user", part)]
+    assert prompt == render_prompt(messages, req.tools, instructions=req.instructions)
     (session,) = calls[1]["constraints"]
-    assert session.copy_spans == request_spans(["and cancel order 60417"])
+    assert session.copy_spans == request_spans([part])
     assert session.preferred["cancel_order"] > session.preferred["get_order"]
-    kept = response.text != first
-    assert kept == ("60417" in response.text)  # kept only when it uses the value left
+    # Its call uses the value left: the action holds both calls.
+    both = [("get_order", {"order_id": "58213"}), ("cancel_order", {"order_id": "60417"})]
+    assert response.text == format_tool_calls(both)
+    assert response.usage.reason.endswith(f"a follow-up call for: {part}")
     off = await model.step(replace(req, settings={"follow_up_calls": False}))
     assert len(calls) == 3 and off.text == first
+
+
+@pytest.mark.anyio
+async def test_a_call_that_takes_no_new_value_is_dropped(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = EmbeddedModel(dlm_path, mode="diffusion")
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, TWO_ASKS)
+    right = [("get_order", {"order_id": "58213"}), ("cancel_order", {"order_id": "60417"})]
+    padded = format_tool_calls([right[0], ("get_order", {"order_id": "58213"}), right[1]])
+    scripted_decodes(model, monkeypatch, padded, padded)
+    response = await model.step(req)
+    assert response.text == format_tool_calls(right)
+    assert response.usage.reason.endswith("dropped redundant calls: get_order")
+    off = await model.step(replace(req, settings={"drop_redundant_calls": False}))
+    assert off.text == padded
+    with pytest.raises(ValueError, match="drop_redundant_calls must be true or false"):
+        await model.step(replace(req, settings={"drop_redundant_calls": "yes"}))

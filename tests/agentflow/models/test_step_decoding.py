@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,7 +9,7 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
-from agentflow.engine.call_coverage import FollowUp
+from agentflow.engine.chat_template import ChatMessage, render_prompt
 from agentflow.engine.generation import (
     GenerationConfig,
     GenerationResult,
@@ -18,12 +17,21 @@ from agentflow.engine.generation import (
     RowStats,
 )
 from agentflow.engine.tokenizer import Tokenizer
-from agentflow.models._step_decoding import decode_follow_ups, decode_jobs
-from agentflow.models._step_jobs import StepJob
+from agentflow.models._step_decoding import (
+    DROPPED,
+    REDUNDANT,
+    decode_follow_ups,
+    decode_jobs,
+    drop_redundant_calls,
+)
+from agentflow.models._step_jobs import StepJob, step_job
+from agentflow.models.base import StepRequest
 
 REQUEST = "send me invoice INV-2023-1670. downgrade cus_457 to enterprise"
+PART = "downgrade cus_457 to enterprise"
 FIRST = '{"tool_calls":[{"name":"bill_show","arguments":{"id":"INV-2023-1670"}}]}'
-SECOND = 'switch_tier","arguments":{"client_id":"cus_457"}}]}'
+SECOND = '{"tool_calls":[{"name":"switch_tier","arguments":{"client_id":"cus_457"}}]}'
+BOTH = FIRST[: -len("]}")] + "," + SECOND[len('{"tool_calls":[') :]
 
 
 @pytest.fixture(scope="module")
@@ -53,87 +61,110 @@ class ScriptedEngine:
         return GenerationResult(sequences, GenerationStats("diffusion", rows=rows), texts)
 
 
-class RecordingSession:
-    def __init__(self) -> None:
-        self.advanced: list[int] = []
-
-    def advance(self, token_ids: Sequence[int]) -> None:
-        self.advanced.extend(token_ids)
-
-
-def job(streamed: list[str] | None = None, request: str = REQUEST) -> StepJob:
-    return StepJob(
-        prompt="P:",
-        schema={},
+def job(
+    streamed: list[str] | None = None,
+    request: str = REQUEST,
+    *,
+    after: Sequence[ChatMessage] = (),
+    schema: dict[str, Any] | None = None,
+) -> StepJob:
+    step = StepRequest(
+        [ChatMessage("user", "hello"), ChatMessage("user", request), *after], [], schema or {}
+    )
+    return step_job(
+        step,
+        None if streamed is None else streamed.append,
         mode="diffusion",
-        reason="requested",
-        settings={},
-        on_text=None if streamed is None else streamed.append,
-        prior="Q:",
-        sources=[request],
-        request=request,
-        follow_up=True,
+        tool_relevance=0.0,
+        tool_similarity=0.0,
+        answer_bonus=2.0,
+        follow_up_calls=True,
+        drop_redundant_calls=True,
     )
 
 
 def run(
     tokenizer: Tokenizer, script: Sequence[Sequence[str]], jobs: list[StepJob]
-) -> tuple[dict[int, Any], ScriptedEngine, list[FollowUp], int]:
+) -> tuple[dict[int, Any], ScriptedEngine, list[StepJob], int]:
     engine = ScriptedEngine(tokenizer, script)
     config = GenerationConfig(max_new_tokens=200)
     done = decode_jobs(engine, tokenizer, jobs, [object()] * len(jobs), config, "diffusion", "m")
-    asked: list[FollowUp] = []
+    asked: list[StepJob] = []
 
-    def new_session(j: StepJob, follow: FollowUp) -> RecordingSession:
-        asked.append(follow)
-        return RecordingSession()
+    def new_session(j: StepJob) -> object:
+        asked.append(j)
+        return object()
 
     kept = decode_follow_ups(engine, tokenizer, jobs, done, config, "diffusion", "m", new_session)
     return done, engine, asked, kept
 
 
-def test_a_follow_up_call_that_uses_the_values_left_is_kept(tokenizer: Tokenizer) -> None:
+def test_the_part_left_is_decoded_as_a_request_of_its_own_and_merged(
+    tokenizer: Tokenizer,
+) -> None:
     streamed: list[str] = []
     one, other = job(streamed), job(request="hi")
     done, engine, asked, kept = run(tokenizer, [[FIRST, '{"final":"hi"}'], [SECOND]], [one, other])
     assert kept == 1
-    action = json.loads(done[id(one)].text)
-    assert [c["name"] for c in action["tool_calls"]] == ["bill_show", "switch_tier"]
+    assert done[id(one)].text == BOTH
     assert done[id(other)].text == '{"final":"hi"}'
-    # The second engine call goes on from the action's prefix, in prompt and prior alike.
-    (follow,) = asked
-    assert follow.untouched == "downgrade cus_457 to enterprise"
-    prefix = tokenizer.encode(follow.prefix)
+    # The second engine call asks for the untouched part in place of the request,
+    # against the same prior, with the part's values to copy and no answer bonus.
+    (again,) = asked
+    assert (again.request, again.sources, again.answer) == (PART, [PART], 0.0)
+    assert one.answer == 2.0
     second = engine.calls[1]
-    assert second["prompts"] == [tokenizer.encode("P:") + prefix]
-    assert second["choice_priors"] == [tokenizer.encode("Q:") + prefix]
-    assert second["config"].max_new_tokens == 200 - len(prefix)
-    # Usage counts both decodes; the stream goes on from the prefix.
+    assert second["prompts"] == [
+        render_prompt([ChatMessage("user", "hello"), ChatMessage("user", PART)])
+    ]
+    assert second["choice_priors"] == [one.prior]
+    # Usage counts both decodes; the stream shows the first action, then the merged one.
     usage = done[id(one)].usage
-    assert (usage.forward_passes, usage.forced_tokens) == (6, 2)
-    assert usage.output_tokens == len(tokenizer.encode(done[id(one)].text))
-    assert "follow-up call for: downgrade cus_457" in usage.reason
-    assert streamed[-1] == done[id(one)].text
+    assert (usage.forward_passes, usage.forced_tokens, usage.input_tokens) == (6, 2, 18)
+    assert usage.output_tokens == len(FIRST) + len(SECOND)
+    assert usage.reason.endswith(f"follow-up call for: {PART}")
+    assert streamed == [FIRST, BOTH]
 
 
-def test_a_follow_up_call_that_does_not_use_them_is_dropped(tokenizer: Tokenizer) -> None:
+def test_a_follow_up_that_uses_none_of_the_values_left_is_dropped(tokenizer: Tokenizer) -> None:
     streamed: list[str] = []
     one = job(streamed)
-    again = 'bill_show","arguments":{"id":"INV-2023-1670"}}]}'
+    again = '{"tool_calls":[{"name":"switch_tier","arguments":{"client_id":"cus_9"}}]}'
     done, _, _, kept = run(tokenizer, [[FIRST], [again]], [one])
     assert kept == 0
     assert done[id(one)].text == FIRST
     usage = done[id(one)].usage  # the follow-up's passes are spent all the same
-    assert (usage.forward_passes, usage.output_tokens) == (6, len(FIRST))
-    assert usage.reason.endswith("(dropped: it used none of its values)")
-    assert streamed[-1] == FIRST  # the streamed draft goes back to the action kept
+    assert (usage.forward_passes, usage.output_tokens) == (6, len(FIRST) + len(again))
+    assert usage.reason.endswith(f"(dropped: {DROPPED})")
+    assert streamed == [FIRST]
 
 
-def test_an_action_that_serves_the_whole_request_is_not_decoded_again(
-    tokenizer: Tokenizer,
+@pytest.mark.parametrize(
+    ("first", "kwargs"),
+    [
+        (BOTH, {}),  # the action serves the whole request
+        (FIRST, {"after": [ChatMessage("tool", "{}", name="bill_show")]}),  # went on since
+        (FIRST, {"schema": {"properties": {"tool_calls": {"maxItems": 1}}}}),  # one call a step
+    ],
+    ids=["whole", "after-the-request", "one-call-a-step"],
+)
+def test_no_follow_up_is_decoded_where_none_is_owed_or_allowed(
+    tokenizer: Tokenizer, first: str, kwargs: dict[str, Any]
 ) -> None:
-    both = FIRST[:-2] + ',{"name":"' + SECOND
-    whole = job()
-    done, engine, asked, kept = run(tokenizer, [[both]], [whole])
+    one = job(**kwargs)
+    done, engine, asked, kept = run(tokenizer, [[first]], [one])
     assert (kept, asked, len(engine.calls)) == (0, [], 1)
-    assert done[id(whole)].text == both
+    assert done[id(one)].text == first
+
+
+def test_redundant_calls_are_dropped_and_named_in_the_reason(tokenizer: Tokenizer) -> None:
+    streamed: list[str] = []
+    one, other = job(streamed), job()
+    again = '{"name":"bill_show","arguments":{"id":"INV-2023-1670"}},'
+    padded = BOTH.replace('{"name":"switch_tier"', again + '{"name":"switch_tier"')
+    done, _, _, _ = run(tokenizer, [[padded, BOTH]], [one, other])
+    assert drop_redundant_calls([one, other], done) == 1
+    assert done[id(one)].text == BOTH
+    assert done[id(one)].usage.reason.endswith(f"{REDUNDANT} bill_show")
+    assert streamed == [padded, BOTH]
+    assert done[id(other)].text == BOTH and REDUNDANT not in done[id(other)].usage.reason
