@@ -45,6 +45,37 @@ _SPLITS = re.compile(
 )
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
 _TRIM = ".,;:!?()[]'\""
+#: Words that are values without looking like ids: a name after a word for an
+#: account ("turn off login joao"), search terms ("search: log retention"), and a
+#: capitalised word inside the clause ("how warm is it in Madrid").
+_NAMED = re.compile(r"\b(?:user|login|account|customer)\s+([a-z][\w.-]{2,})", re.IGNORECASE)
+_SEARCHED = re.compile(r"\bsearch:\s*([^.?!,;]+)", re.IGNORECASE)
+_CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", re.IGNORECASE)
+_PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
+#: Words after an account word that are no name ("user cannot log in").
+_NOT_NAMES = frozenset(
+    [
+        "now",
+        "please",
+        "the",
+        "for",
+        "and",
+        "with",
+        "from",
+        "on",
+        "is",
+        "can",
+        "to",
+        "in",
+        "cannot",
+        "can't",
+        "page",
+        "thanks",
+        "needs",
+        "has",
+        "was",
+    ]
+)
 
 
 def clauses(request: str) -> list[str]:
@@ -65,9 +96,14 @@ def clauses(request: str) -> list[str]:
 
 def clause_values(clause: str) -> list[str]:
     """The values ``clause`` holds: its quoted texts, then its value-like tokens outside
-    them, trimmed of sentence punctuation and a possessive ``'s``."""
+    them (trimmed of sentence punctuation and a possessive ``'s``); a clause with
+    neither gets its names, search terms and capitalised words instead
+    (``_NAMED``, ``_SEARCHED``, ``_PROPER``): "turn off login joao" holds ``joao``,
+    while "111 Oak Ave, Lyon" holds its numbers only, as "Oak" would be held by a
+    call for another address."""
     found = [a or b for a, b in _QUOTED.findall(clause)]
-    for token in _QUOTED.sub(" ", clause).split():
+    bare = _QUOTED.sub(" ", clause)
+    for token in bare.split():
         if not is_value_like(token):
             continue
         token = token.strip(_TRIM)
@@ -75,7 +111,12 @@ def clause_values(clause: str) -> list[str]:
             token = token[:-2]
         if token:
             found.append(token)
-    return found
+    if found:  # weaker values would mark it served by a call for another clause
+        return found
+    words = [n for n in _NAMED.findall(bare) if n.lower() not in _NOT_NAMES]
+    words += [_CHATTER.split(t)[0].strip() for t in _SEARCHED.findall(bare)]
+    words += _PROPER.findall(bare)
+    return [w for w in dict.fromkeys(words) if w]
 
 
 def call_values(calls: Sequence[Mapping[str, Any]]) -> list[str]:

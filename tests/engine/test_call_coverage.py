@@ -51,6 +51,31 @@ def test_a_clause_holds_its_quoted_text_and_value_like_tokens() -> None:
     assert clause_values("thanks a lot") == []
 
 
+@pytest.mark.parametrize(
+    ("clause", "expected"),
+    [
+        ("turn off login joao", ["joao"]),
+        ("suspend user eli now", ["eli"]),
+        ("the user cannot log in", []),
+        ("search: log retention - thanks", ["log retention"]),
+        ("how warm is it in Madrid right now", ["Madrid"]),
+        ('Ticket: "High latency" on web-3', ["High latency", "web-3"]),  # quoted, not proper
+        # with ids or numbers, a clause's words are not values: "Oak" is in both addresses
+        ("can 905221 go to 73 Oak Ave, Lyon 48272", ["905221", "73", "48272"]),
+    ],
+)
+def test_names_search_terms_and_proper_nouns_are_values_too(
+    clause: str, expected: list[str]
+) -> None:
+    assert clause_values(clause) == expected
+
+
+def test_a_clause_with_a_name_only_is_owed_a_call() -> None:
+    deploy = {"name": "roll_out", "arguments": {"name": "kafka", "build_version": "1.5.4"}}
+    request = "Put kafka 1.5.4 on dev plus turn off login hbrown - asap please"
+    assert untouched(request, [deploy]) == ("turn off login hbrown - asap please", ("hbrown",))
+
+
 def test_the_clauses_no_call_touches_are_left() -> None:
     calls = [{"name": "bill_show", "arguments": {"id": "INV-2023-1670"}}]
     part, values = untouched(TWO_ASKS, calls)
