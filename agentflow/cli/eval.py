@@ -92,6 +92,13 @@ def add_parser(subparsers: Any) -> None:
         "where the calls left still serve the whole request (agentflow.engine.call_coverage)",
     )
     parser.add_argument(
+        "--restore-near-copies",
+        action="store_true",
+        help="put back the request's values that a call wrote almost right ('11669' for "
+        "'#86669') where the conversation holds the written one nowhere "
+        "(agentflow.engine.near_copies)",
+    )
+    parser.add_argument(
         "--structured",
         action="store_true",
         help="evaluate answers that are JSON objects of a schema the prompt shows "
@@ -229,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
         answer_bonus=args.answer_bonus,
         follow_up_calls=args.follow_up_calls,
         drop_redundant_calls=args.drop_redundant_calls,
+        restore_near_copies=args.restore_near_copies,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

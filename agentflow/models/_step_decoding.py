@@ -6,8 +6,10 @@ usage). :func:`decode_follow_ups` then finds the actions whose calls leave a par
 of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
 decodes that part as a request of its own in a second engine call, and merges the
 new calls into each action where they use a value left. :func:`drop_redundant_calls`
-last drops the calls after an action's first that take no new value from the
-conversation.
+then drops the calls after an action's first that take no new value from the
+conversation, and :func:`restore_near_copies` last puts back the request's values
+a call wrote almost right (before, a restored value of a wrong call would pass
+for a clause served and hold back the follow-up that replaces it).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ FOLLOW_UP = "a follow-up call for:"
 DROPPED = "no new call used one of its values"
 #: How a step's usage reason names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
+#: How a step's usage reason names the near copies restored (then written → restored).
+RESTORED = "restored near copies:"
 
 if TYPE_CHECKING:
     from agentflow.engine.call_coverage import FollowUp
@@ -162,6 +166,30 @@ def drop_redundant_calls(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) 
         done[id(job)] = StepOutcome(text=kept, usage=usage)
         if job.on_text is not None:
             job.on_text(kept)
+        changed += 1
+    return changed
+
+
+def restore_near_copies(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
+    """Restore the near copies in the outcomes ``done`` of ``jobs``
+    (:func:`agentflow.engine.near_copies.restore_near_copies`); their usage reason
+    names each (written → restored). How many actions changed."""
+    from agentflow.engine.near_copies import restore_near_copies as restored_copies
+
+    changed = 0
+    for job in jobs:
+        if job.step is None:
+            continue
+        outcome = done[id(job)]
+        found = restored_copies(outcome.text, job.step.messages, job.step.instructions, job.schema)
+        if found is None:
+            continue
+        text, pairs = found
+        usage = replace(outcome.usage)
+        usage.reason += f"; {RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs)
+        done[id(job)] = StepOutcome(text=text, usage=usage)
+        if job.on_text is not None:
+            job.on_text(text)
         changed += 1
     return changed
 

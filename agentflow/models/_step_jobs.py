@@ -34,6 +34,7 @@ STEP_SETTINGS = (
     "answer_bonus",
     "follow_up_calls",
     "drop_redundant_calls",
+    "restore_near_copies",
 )
 
 
@@ -61,6 +62,8 @@ class StepJob:
     follow_up: bool = False
     #: Drop the calls after the first that take no new value from the conversation.
     drop_redundant: bool = False
+    #: Put back the request's values that a call wrote almost right.
+    restore_copies: bool = False
     #: The step the job was built from (a follow-up's job is rendered from it).
     step: StepRequest | None = None
 
@@ -81,10 +84,12 @@ def step_job(
     answer_bonus: float,
     follow_up_calls: bool,
     drop_redundant_calls: bool,
+    restore_near_copies: bool,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason``,
-    the tool-choice weights, the answer bonus, ``follow_up_calls`` and
-    ``drop_redundant_calls`` (ValueError names a mode, weight or flag out of range)."""
+    the tool-choice weights, the answer bonus, ``follow_up_calls``,
+    ``drop_redundant_calls`` and ``restore_near_copies`` (ValueError names a mode,
+    weight or flag out of range)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     output = request.output_schema
@@ -100,6 +105,7 @@ def step_job(
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
     follow_up = _flag(request.settings, "follow_up_calls", follow_up_calls)
     drop_redundant = _flag(request.settings, "drop_redundant_calls", drop_redundant_calls)
+    restore_copies = _flag(request.settings, "restore_near_copies", restore_near_copies)
     prior = render_choice_prior(
         request.messages, request.tools, instructions=request.instructions, output=output
     )
@@ -119,6 +125,7 @@ def step_job(
         answer,
         follow_up,
         drop_redundant,
+        restore_copies,
         request,
     )
 

@@ -29,12 +29,26 @@ import anyio
 import anyio.from_thread
 
 from agentflow.engine.chat_template import compact_json
-from agentflow.engine.tool_priors import DEFAULT_ANSWER_BONUS
-from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_relevance import check_weight
-from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
-from ._step_decoding import decode_follow_ups, decode_jobs, drop_redundant_calls
+from ._decoding_defaults import (
+    ANSWER_BONUS,
+    CANONICAL,
+    COPY,
+    COPY_WITHIN_TEXT,
+    DROP_REDUNDANT_CALLS,
+    FOLLOW_UP_CALLS,
+    RESTORE_NEAR_COPIES,
+    TEXT_THRESHOLD,
+    TOOL_RELEVANCE,
+    TOOL_SIMILARITY,
+)
+from ._step_decoding import (
+    decode_follow_ups,
+    decode_jobs,
+    drop_redundant_calls,
+    restore_near_copies,
+)
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -63,33 +77,6 @@ def _generation_fields() -> set[str]:
 
 _PACKAGED_DRAFTER = "agentflow-tiny-dlm"
 _PACKAGED_VERIFIER = "agentflow-tiny-ar"
-#: ``GenerationConfig.text_threshold`` by default: chosen on a held-out set of its own
-#: (docs/constraints.md, "Free text, one sure token at a time").
-TEXT_THRESHOLD = 0.99
-#: Constraint sessions keep the output on the tokenizer's own segmentation (measured on
-#: three held-out sets: docs/constraints.md, "Canonical pairs").
-CANONICAL = True
-#: Diffusion steps offer the request's spans whole where a string value opens
-#: (measured on three held-out sets: docs/constraints.md, "Copy choices").
-COPY = True
-#: ... and inside free text finish a value of the sources the output has started to
-#: quote (docs/constraints.md, "Copies inside free text").
-COPY_WITHIN_TEXT = True
-#: Weight of the request's word overlap with each tool in tool-name choices
-#: (measured on held-out sets: docs/constraints.md, "Tool relevance").
-TOOL_RELEVANCE = RELEVANCE_WEIGHT
-#: Weight of each tool's similarity in meaning to the request (word vectors), with
-#: the same measurements (docs/constraints.md, "Tool similarity").
-TOOL_SIMILARITY = SIMILARITY_WEIGHT
-#: Bonus of answering over calling a tool where the request looks like one no tool
-#: serves (docs/constraints.md, "Requests no tool serves").
-ANSWER_BONUS = DEFAULT_ANSWER_BONUS
-#: Where an action's calls leave a part of the request with values untouched, decode
-#: one more call for it (docs/constraints.md, "Follow-up calls").
-FOLLOW_UP_CALLS = True
-#: Drop the calls after an action's first that take no new value from the conversation
-#: where the calls left serve the whole request (docs/constraints.md, "Redundant calls").
-DROP_REDUNDANT_CALLS = True
 
 
 class EmbeddedModel:
@@ -127,7 +114,10 @@ class EmbeddedModel:
     action when they use those values (:mod:`agentflow.engine.call_coverage`).
     ``drop_redundant_calls``: then drop the calls after the first that take no new
     value from the conversation (a repeat, or values of the model's own making)
-    where the calls left still serve every part of the request. A step's
+    where the calls left still serve every part of the request.
+    ``restore_near_copies``: last, put back the request's values that a call
+    wrote almost right ("11669" for "#86669") where the conversation holds the
+    written one nowhere (:mod:`agentflow.engine.near_copies`). A step's
     ``settings`` may set any of these too.
     """
 
@@ -148,6 +138,7 @@ class EmbeddedModel:
         answer_bonus: float = ANSWER_BONUS,
         follow_up_calls: bool = FOLLOW_UP_CALLS,
         drop_redundant_calls: bool = DROP_REDUNDANT_CALLS,
+        restore_near_copies: bool = RESTORE_NEAR_COPIES,
     ) -> None:
         if mode is None:
             mode = (
@@ -171,6 +162,7 @@ class EmbeddedModel:
         self.answer_bonus = answer_bonus
         self.follow_up_calls = follow_up_calls
         self.drop_redundant_calls = drop_redundant_calls
+        self.restore_near_copies = restore_near_copies
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -341,6 +333,7 @@ class EmbeddedModel:
                     partial(self._session, config=config),
                 )
             drop_redundant_calls([j for j in ready if j.drop_redundant], done)
+            restore_near_copies([j for j in ready if j.restore_copies], done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
     def _session(self, job: StepJob, config: GenerationConfig) -> ConstraintSession:
@@ -377,6 +370,7 @@ class EmbeddedModel:
             answer_bonus=self.answer_bonus,
             follow_up_calls=self.follow_up_calls,
             drop_redundant_calls=self.drop_redundant_calls,
+            restore_near_copies=self.restore_near_copies,
         )
 
     async def _submit(self, job: StepJob) -> StepOutcome:

@@ -45,6 +45,7 @@ import jsonschema
 from ..call_coverage import FollowUp, follow_up, without_redundant_calls
 from ..chat_template import copy_sources, last_request, with_request
 from ..generation import GenerationConfig
+from ..near_copies import restore_near_copies
 from ..tool_priors import step_bonuses
 from ..tool_similarity import WordVectors
 from . import augment
@@ -269,6 +270,7 @@ def evaluate(
     answer_bonus: float = 0.0,
     follow_up_calls: bool = False,
     drop_redundant_calls: bool = False,
+    restore_near_copies: bool = False,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -286,7 +288,9 @@ def evaluate(
     ``follow_up_calls`` decodes one more call where the calls leave a clause of the
     request with values untouched (:mod:`agentflow.engine.call_coverage`);
     ``drop_redundant_calls`` then drops the calls after the first that take no new
-    value from the conversation (:func:`~..call_coverage.without_redundant_calls`). ``structured``
+    value from the conversation (:func:`~..call_coverage.without_redundant_calls`).
+    ``restore_near_copies`` last puts back the request's values that the calls
+    wrote almost right (:mod:`agentflow.engine.near_copies`). ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -366,6 +370,10 @@ def evaluate(
                         texts[row], s.messages, s.instructions, schemas[i]
                     )
                     texts[row] = texts[row] if kept is None else kept
+            if restore_near_copies and constrained:
+                texts = [
+                    _restored(t, samples[i], schemas[i]) for t, i in zip(texts, chunk, strict=True)
+                ]
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
@@ -398,6 +406,7 @@ def evaluate(
         "answer_bonus": answer_bonus,
         "follow_up_calls": follow_up_calls,
         "drop_redundant_calls": drop_redundant_calls,
+        "restore_near_copies": restore_near_copies,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
@@ -454,6 +463,12 @@ def _follow_up(
             continue
         texts[row] = merged
     return seconds
+
+
+def _restored(text: str, case: Sample, schema: dict[str, Any]) -> str:
+    """``text`` with its near copies restored (:func:`restore_near_copies`)."""
+    found = restore_near_copies(text, case.messages, case.instructions, schema)
+    return text if found is None else found[0]
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:

@@ -491,20 +491,48 @@ async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow
     assert len(calls) == 3 and off.text == first
 
 
+GET_58213 = ("get_order", {"order_id": "58213"})
+CANCEL_60417 = ("cancel_order", {"order_id": "60417"})
+
+
 @pytest.mark.anyio
-async def test_a_call_that_takes_no_new_value_is_dropped(
-    dlm_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("setting", "asked", "written", "kept", "reason"),
+    [
+        (  # a call that takes no new value is dropped
+            "drop_redundant_calls",
+            TWO_ASKS,
+            [GET_58213, GET_58213, CANCEL_60417],
+            [GET_58213, CANCEL_60417],
+            "dropped redundant calls: get_order",
+        ),
+        (  # a value written almost right is put back
+            "restore_near_copies",
+            "Where is order 58213?",
+            [("get_order", {"order_id": "58231"})],
+            [GET_58213],
+            "restored near copies: 58231 → 58213",
+        ),
+    ],
+    ids=["redundant", "near-copy"],
+)
+async def test_a_check_on_the_calls_mends_the_action_and_says_so(
+    dlm_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    setting: str,
+    asked: str,
+    written: list[tuple[str, dict[str, Any]]],
+    kept: list[tuple[str, dict[str, Any]]],
+    reason: str,
 ) -> None:
     model = EmbeddedModel(dlm_path, mode="diffusion")
     agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
-    req = request(agent, TWO_ASKS)
-    right = [("get_order", {"order_id": "58213"}), ("cancel_order", {"order_id": "60417"})]
-    padded = format_tool_calls([right[0], ("get_order", {"order_id": "58213"}), right[1]])
-    scripted_decodes(model, monkeypatch, padded, padded)
+    req = request(agent, asked)
+    scripted_decodes(model, monkeypatch, format_tool_calls(written), format_tool_calls(written))
     response = await model.step(req)
-    assert response.text == format_tool_calls(right)
-    assert response.usage.reason.endswith("dropped redundant calls: get_order")
-    off = await model.step(replace(req, settings={"drop_redundant_calls": False}))
-    assert off.text == padded
-    with pytest.raises(ValueError, match="drop_redundant_calls must be true or false"):
-        await model.step(replace(req, settings={"drop_redundant_calls": "yes"}))
+    assert response.text == format_tool_calls(kept)
+    assert response.usage.reason.endswith(reason)
+    off = await model.step(replace(req, settings={setting: False}))
+    assert off.text == format_tool_calls(written)
+    with pytest.raises(ValueError, match=f"{setting} must be true or false"):
+        await model.step(replace(req, settings={setting: "yes"}))

@@ -20,9 +20,11 @@ from agentflow.engine.tokenizer import Tokenizer
 from agentflow.models._step_decoding import (
     DROPPED,
     REDUNDANT,
+    RESTORED,
     decode_follow_ups,
     decode_jobs,
     drop_redundant_calls,
+    restore_near_copies,
 )
 from agentflow.models._step_jobs import StepJob, step_job
 from agentflow.models.base import StepRequest
@@ -80,6 +82,7 @@ def job(
         answer_bonus=2.0,
         follow_up_calls=True,
         drop_redundant_calls=True,
+        restore_near_copies=True,
     )
 
 
@@ -129,7 +132,7 @@ def test_the_part_left_is_decoded_as_a_request_of_its_own_and_merged(
 def test_a_follow_up_that_uses_none_of_the_values_left_is_dropped(tokenizer: Tokenizer) -> None:
     streamed: list[str] = []
     one = job(streamed)
-    again = '{"tool_calls":[{"name":"switch_tier","arguments":{"client_id":"cus_9"}}]}'
+    again = '{"tool_calls":[{"name":"switch_tier","arguments":{"client_id":"zz-1"}}]}'
     done, _, _, kept = run(tokenizer, [[FIRST], [again]], [one])
     assert kept == 0
     assert done[id(one)].text == FIRST
@@ -168,3 +171,16 @@ def test_redundant_calls_are_dropped_and_named_in_the_reason(tokenizer: Tokenize
     assert done[id(one)].usage.reason.endswith(f"{REDUNDANT} bill_show")
     assert streamed == [padded, BOTH]
     assert done[id(other)].text == BOTH and REDUNDANT not in done[id(other)].usage.reason
+
+
+def test_near_copies_are_restored_and_named_in_the_reason(tokenizer: Tokenizer) -> None:
+    streamed: list[str] = []
+    one, other = job(streamed), job()
+    written = BOTH.replace("INV-2023-1670", "INV-2032-1670")
+    # the follow-up owed to the miswritten invoice uses none of its values
+    done, _, _, _ = run(tokenizer, [[written, BOTH], ['{"final":"x"}']], [one, other])
+    assert restore_near_copies([one, other], done) == 1
+    assert done[id(one)].text == BOTH
+    assert done[id(one)].usage.reason.endswith(f"{RESTORED} INV-2032-1670 → INV-2023-1670")
+    assert streamed == [written, BOTH]
+    assert done[id(other)].text == BOTH and RESTORED not in done[id(other)].usage.reason

@@ -1,0 +1,79 @@
+"""Values a call wrote almost right are put back from the request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentflow.engine.chat_template import ChatMessage
+from agentflow.engine.near_copies import restore_near_copies
+
+
+def action(*calls: tuple[str, dict[str, Any]]) -> str:
+    body = [{"name": n, "arguments": a} for n, a in calls]
+    return json.dumps({"tool_calls": body}, separators=(",", ":"))
+
+
+def asked(text: str) -> list[ChatMessage]:
+    return [ChatMessage("user", "hi"), ChatMessage("user", text)]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "written", "meant"),
+    [
+        ("can #86669 be redirected to 111 Oak Ave?", "11669", "#86669"),
+        ("Message hokafor@shop.net saying hi", "kaka@shop.net", "hokafor@shop.net"),
+        ("is my package ET3453 out for delivery?", "33453", "ET3453"),
+    ],
+)
+def test_a_value_written_almost_right_is_put_back(
+    request_text: str, written: str, meant: str
+) -> None:
+    found = restore_near_copies(action(("track", {"id": written})), asked(request_text))
+    assert found == (action(("track", {"id": meant})), [(written, meant)])
+
+
+def test_values_the_conversation_holds_are_left_alone() -> None:
+    messages = [ChatMessage("user", "my old order was 11669"), *asked("track #86669")]
+    assert restore_near_copies(action(("track", {"id": "11669"})), messages) is None
+    from_instructions = restore_near_copies(
+        action(("track", {"id": "11669"})), asked("track #86669"), instructions="Order 11669."
+    )
+    assert from_instructions is None
+
+
+def test_a_value_already_held_by_a_call_is_not_used_again() -> None:
+    text = action(("track", {"id": "#86669"}), ("track", {"id": "86660"}))
+    assert restore_near_copies(text, asked("track #86669 please")) is None
+
+
+def test_values_far_from_every_request_value_are_left_alone() -> None:
+    assert restore_near_copies(action(("track", {"id": "qwerty"})), asked("track #86669")) is None
+    # too short to tell, or no string at all
+    assert restore_near_copies(action(("track", {"id": "86"})), asked("track #86669")) is None
+    assert restore_near_copies(action(("track", {"n": 11669})), asked("track #86669")) is None
+
+
+def test_each_request_value_is_restored_once() -> None:
+    text = action(("reset", {"targets": ["nodf-7", "nobe-7"]}))
+    found = restore_near_copies(text, asked("restart node-7"))
+    assert found == (action(("reset", {"targets": ["node-7", "nobe-7"]})), [("nodf-7", "node-7")])
+
+
+def test_nothing_is_restored_where_the_schema_refuses_it_or_the_request_is_past() -> None:
+    text = action(("track", {"id": "11669"}))
+    numeric = {
+        "properties": {
+            "tool_calls": {
+                "items": {
+                    "properties": {"arguments": {"properties": {"id": {"pattern": "^[0-9]+$"}}}}
+                }
+            }
+        }
+    }
+    assert restore_near_copies(text, asked("track #86669"), schema=numeric) is None
+    went_on = [*asked("track #86669"), ChatMessage("tool", "{}", name="track")]
+    assert restore_near_copies(text, went_on) is None
+    assert restore_near_copies('{"final":"done"}', asked("track #86669")) is None
