@@ -14,6 +14,7 @@ for a clause served and hold back the follow-up that replaces it).
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -30,6 +31,8 @@ DROPPED = "no new call used one of its values"
 REDUNDANT = "dropped redundant calls:"
 #: How a step's usage reason names the near copies restored (then written → restored).
 RESTORED = "restored near copies:"
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from agentflow.engine.call_coverage import FollowUp
@@ -97,7 +100,8 @@ def decode_follow_ups(
     the part of its request left untouched as a request of its own
     (:func:`follow_up_job`), and put each merged action whose new calls use a value
     left in ``done`` (its usage counts both decodes, kept or not); how many were
-    kept. ``new_session(job)``: a constraint session for a follow-up's job."""
+    kept. ``new_session(job)``: a constraint session for a follow-up's job. Where
+    the second decode fails, the first actions stand and their reason says so."""
     from agentflow.engine.call_coverage import follow_up
 
     owed: list[tuple[StepJob, FollowUp, StepJob]] = []
@@ -110,15 +114,24 @@ def decode_follow_ups(
             owed.append((job, follow, again))
     if not owed:
         return 0
-    more = decode_jobs(
-        engine,
-        tokenizer,
-        [again for _, _, again in owed],
-        [new_session(again) for _, _, again in owed],
-        config,
-        mode,
-        model_name,
-    )
+    try:
+        more = decode_jobs(
+            engine,
+            tokenizer,
+            [again for _, _, again in owed],
+            [new_session(again) for _, _, again in owed],
+            config,
+            mode,
+            model_name,
+        )
+    except Exception as exc:  # a follow-up is an extra: its failure never costs the action
+        logger.exception("follow-up calls failed; the first actions stand")
+        for job, follow, _ in owed:
+            outcome = done[id(job)]
+            usage = replace(outcome.usage)
+            usage.reason += f"; {FOLLOW_UP} {follow.untouched} (failed: {exc})"
+            done[id(job)] = StepOutcome(text=outcome.text, usage=usage)
+        return 0
     kept = 0
     for job, follow, again in owed:
         first, extra = done[id(job)], more[id(again)]

@@ -184,3 +184,15 @@ def test_near_copies_are_restored_and_named_in_the_reason(tokenizer: Tokenizer) 
     assert done[id(one)].usage.reason.endswith(f"{RESTORED} INV-2032-1670 → INV-2023-1670")
     assert streamed == [written, BOTH]
     assert done[id(other)].text == BOTH and RESTORED not in done[id(other)].usage.reason
+
+
+def test_a_follow_up_that_fails_leaves_the_first_action(
+    tokenizer: Tokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    one = job()
+    # the script has no second answer: the follow-up's engine call raises
+    done, engine, _, kept = run(tokenizer, [[FIRST]], [one])
+    assert (kept, len(engine.calls)) == (0, 2)
+    assert done[id(one)].text == FIRST
+    assert done[id(one)].usage.reason.endswith(f"{PART} (failed: pop from empty list)")
+    assert "follow-up calls failed" in caplog.text
