@@ -71,6 +71,39 @@ _QUOTED = re.compile(r'"([^"\n]+)"')
 _POSSESSIVE = re.compile(r"['\u2019]s$")
 #: Stripped from a span's ends: sentence punctuation, brackets and quotes.
 _EDGE = "\"'`.,;:!?()[]{}<>"
+#: Words of politeness and urgency, no value of any tool: a span of them alone is not
+#: offered ("as soon as possible" copied as a service's name).
+_CHATTER = frozenset(
+    [
+        "as",
+        "soon",
+        "possible",
+        "asap",
+        "please",
+        "pls",
+        "plz",
+        "thanks",
+        "thank",
+        "you",
+        "a",
+        "lot",
+        "so",
+        "ok",
+        "okay",
+        "quick",
+        "one",
+        "hey",
+        "yo",
+        "hi",
+        "hello",
+        "good",
+        "morning",
+        "greetings",
+        "kind",
+        "of",
+        "it's",
+    ]
+)
 #: Stripped from a word's ends before it is read as a number: ``$129.99``, ``20%``, ``#4512``.
 _NUMBER_EDGE = _EDGE + "$€£#%"
 _QUOTE = 0x22
@@ -105,7 +138,8 @@ def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tupl
     """Every run of 1..``max_words`` words of ``texts`` (of a JSON text, of each of its
     values: :func:`source_texts`), trimmed of edge punctuation, without duplicates, in
     order of first appearance. A double-quoted phrase is one value: a span holds all
-    of it or none of it. A word with a possessive ``'s`` is offered without it too."""
+    of it or none of it. A word with a possessive ``'s`` is offered without it too.
+    Spans of chatter alone ("as soon as possible", "thanks") are left out."""
     seen: dict[str, None] = {}
     for text in (value for source in texts for value in source_texts(source)):
         quoted = [(m.start(1), m.end(1)) for m in _QUOTED.finditer(text)]
@@ -118,6 +152,7 @@ def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tupl
                     not any(ch.isalnum() for ch in span)
                     or '"' in span
                     or len(span.encode()) > MAX_SPAN_BYTES
+                    or all(w.strip(_EDGE).lower() in _CHATTER for w in span.split())
                 ):
                     continue
                 lo = words[i].start() + (len(raw) - len(raw.lstrip(_EDGE)))
