@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._step_jobs import StepJob, StepOutcome, follow_up_job
-from .base import StepUsage
+from .base import StepRequest, StepUsage
 
 #: How a step's usage reason names its follow-up call (then the part it was for).
 FOLLOW_UP = "a follow-up call for:"
@@ -162,25 +162,15 @@ def drop_redundant_calls(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) 
     reason names the calls dropped. How many actions lost calls."""
     from agentflow.engine.call_coverage import action_calls, without_redundant_calls
 
-    changed = 0
-    for job in jobs:
-        if job.step is None:
-            continue
-        outcome = done[id(job)]
-        kept = without_redundant_calls(
-            outcome.text, job.step.messages, job.step.instructions, job.schema
-        )
+    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
+        kept = without_redundant_calls(text, step.messages, step.instructions, job.schema)
         if kept is None:
-            continue
-        names = Counter(c["name"] for c in action_calls(outcome.text) or [])
+            return None
+        names = Counter(c["name"] for c in action_calls(text) or [])
         names.subtract(c["name"] for c in action_calls(kept) or [])
-        usage = replace(outcome.usage)
-        usage.reason += f"; {REDUNDANT} {', '.join(sorted(names.elements()))}"
-        done[id(job)] = StepOutcome(text=kept, usage=usage)
-        if job.on_text is not None:
-            job.on_text(kept)
-        changed += 1
-    return changed
+        return kept, f"{REDUNDANT} {', '.join(sorted(names.elements()))}"
+
+    return _mend_each(jobs, done, mend)
 
 
 def restore_near_copies(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
@@ -189,17 +179,33 @@ def restore_near_copies(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -
     names each (written → restored). How many actions changed."""
     from agentflow.engine.near_copies import restore_near_copies as restored_copies
 
+    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
+        found = restored_copies(text, step.messages, step.instructions, job.schema)
+        if found is None:
+            return None
+        restored, pairs = found
+        return restored, f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs)
+
+    return _mend_each(jobs, done, mend)
+
+
+def _mend_each(
+    jobs: Sequence[StepJob],
+    done: dict[int, StepOutcome],
+    mend: Callable[[StepJob, StepRequest, str], tuple[str, str] | None],
+) -> int:
+    """Put ``mend(job, step, text)``'s text in place of each job's outcome in ``done``
+    where it gives one, its note added to the usage reason and the text streamed;
+    how many changed."""
     changed = 0
     for job in jobs:
-        if job.step is None:
-            continue
         outcome = done[id(job)]
-        found = restored_copies(outcome.text, job.step.messages, job.step.instructions, job.schema)
-        if found is None:
+        mended = None if job.step is None else mend(job, job.step, outcome.text)
+        if mended is None:
             continue
-        text, pairs = found
+        text, note = mended
         usage = replace(outcome.usage)
-        usage.reason += f"; {RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs)
+        usage.reason += f"; {note}"
         done[id(job)] = StepOutcome(text=text, usage=usage)
         if job.on_text is not None:
             job.on_text(text)

@@ -143,8 +143,10 @@ def follow_up_job(job: StepJob, part: str) -> StepJob | None:
     ``part`` in place of the request, no answer bonus, nothing streamed. None when
     the conversation went on after the request (tool results, an earlier action):
     the calls made since then are not ``job``'s to complete."""
-    messages = None if job.step is None else with_request(job.step.messages, part)
-    if job.step is None or messages is None:
+    if job.step is None:
+        return None
+    messages = with_request(job.step.messages, part)
+    if messages is None:
         return None
     step = replace(job.step, messages=messages)
     prompt = render_prompt(
@@ -158,6 +160,5 @@ def follow_up_job(job: StepJob, part: str) -> StepJob | None:
         request=part,
         answer=0.0,
         follow_up=False,
-        drop_redundant=False,
         step=step,
     )
