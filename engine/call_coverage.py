@@ -165,9 +165,8 @@ class FollowUp:
     def fits(self, schema: Mapping[str, Any]) -> bool:
         """Whether ``schema`` lets :attr:`action` hold one more call (not where it allows
         one call a step, ``parallel_tool_calls=False``)."""
-        whole = json.loads(self.action)
-        whole["tool_calls"] = [*whole["tool_calls"], whole["tool_calls"][-1]]
-        return bool(validator_for(schema)(schema).is_valid(whole))
+        calls = action_calls(self.action) or []
+        return with_calls(self.action, [*calls, *calls[-1:]], schema) is not None
 
     def merged(self, text: str, schema: Mapping[str, Any] | None = None) -> str | None:
         """:attr:`action` with the new calls of ``text`` (the action decoded for
@@ -180,20 +179,7 @@ class FollowUp:
         added = [c for c in more if c not in first]
         if not any(holds(call_values(added), v) for v in self.values):
             return None
-        end = self.action.rstrip().rfind("]")
-        merged = (
-            self.action[:end].rstrip()
-            + ","
-            + ",".join(json.dumps(c, ensure_ascii=False, separators=(",", ":")) for c in added)
-            + self.action[end:]
-        )
-        if action_calls(merged) != first + added:  # a layout the splice cannot follow
-            whole = json.loads(self.action)
-            whole["tool_calls"] = first + added
-            merged = json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
-        if schema and not validator_for(schema)(schema).is_valid(json.loads(merged)):
-            return None
-        return merged
+        return with_calls(self.action, first + added, schema)
 
 
 def action_calls(text: str) -> list[dict[str, Any]] | None:
@@ -256,7 +242,7 @@ def without_redundant_calls(
     calls = action_calls(text)
     if not calls or len(calls) < 2 or not messages or messages[-1].role != "user":
         return None
-    said = "\n".join([instructions or "", *(m.content for m in messages)]).lower()
+    said = conversation_text(messages, instructions).lower()
     kept, held = [calls[0]], set(_said(call_values(calls[:1]), said))
     for call in calls[1:]:
         values = call_values([call])
@@ -267,8 +253,20 @@ def without_redundant_calls(
         held.update(new)
     if len(kept) == len(calls) or untouched(messages[-1].content, kept)[1]:
         return None
-    whole = json.loads(text)
-    whole["tool_calls"] = kept
+    return with_calls(text, kept, schema)
+
+
+def conversation_text(messages: Sequence[ChatMessage], instructions: str | None = None) -> str:
+    """The text a value may come from: ``instructions`` and every message's content."""
+    return "\n".join([instructions or "", *(m.content for m in messages)])
+
+
+def with_calls(
+    action: str, calls: list[dict[str, Any]], schema: Mapping[str, Any] | None
+) -> str | None:
+    """``action`` with ``calls`` for its own, as compact JSON; None when it breaks ``schema``."""
+    whole = json.loads(action)
+    whole["tool_calls"] = calls
     if schema and not validator_for(schema)(schema).is_valid(whole):
         return None
     return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))

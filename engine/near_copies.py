@@ -13,13 +13,18 @@ copies") has the measurements.
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jsonschema.validators import validator_for
-
-from .call_coverage import action_calls, call_values, clause_values, clauses, holds
+from .call_coverage import (
+    action_calls,
+    call_values,
+    clause_values,
+    clauses,
+    conversation_text,
+    holds,
+    with_calls,
+)
 from .chat_template import ChatMessage
 
 #: How close (``difflib`` ratio, case aside) a written value must be to a request
@@ -46,7 +51,7 @@ def restore_near_copies(
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
-    said = "\n".join([instructions or "", *(m.content for m in messages)]).lower()
+    said = conversation_text(messages, instructions).lower()
     held = call_values(calls)
     free = [
         v
@@ -71,13 +76,8 @@ def restore_near_copies(
         return best
 
     fixed = [{**call, "arguments": restore(call.get("arguments", {}))} for call in calls]
-    if not restored:
-        return None
-    whole = json.loads(text)
-    whole["tool_calls"] = fixed
-    if schema and not validator_for(schema)(schema).is_valid(whole):
-        return None
-    return json.dumps(whole, ensure_ascii=False, separators=(",", ":")), restored
+    action = with_calls(text, fixed, schema) if restored else None
+    return None if action is None else (action, restored)
 
 
 def _closeness(written: str, value: str) -> float:
