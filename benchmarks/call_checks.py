@@ -7,9 +7,10 @@ it decodes the part of the request the calls left untouched as a request of its
 own and adds its calls (``follow_up_calls``), drops the calls after the first
 that take no new value from the conversation (``drop_redundant_calls``), and
 puts back the request's values a call wrote almost right
-(``restore_near_copies``). This runs the first step of held-out conversations
+(``restore_near_copies``) and drops optional arguments whose values nobody gave
+(``drop_made_up_options``). This runs the first step of held-out conversations
 that need calls (single and parallel requests of ``agentflow eval``'s held-out
-set) one at a time, as one agent would, with the three checks on and off, each
+set) one at a time, as one agent would, with the checks on and off, each
 step through both in alternating order:
 
 - tool choice and exact arguments (scored as ``agentflow eval`` scores them) per
@@ -39,9 +40,9 @@ from agentflow.engine.constraints import action_schema
 from agentflow.engine.training.corpus import Sample
 from agentflow.engine.training.evaluate import eval_cases, score
 from agentflow.models import EmbeddedModel, StepRequest
-from agentflow.models._step_decoding import FOLLOW_UP, REDUNDANT, RESTORED
+from agentflow.models._step_decoding import FOLLOW_UP, MADE_UP, REDUNDANT, RESTORED
 
-CHECKS = ("follow_up_calls", "drop_redundant_calls", "restore_near_copies")
+CHECKS = ("follow_up_calls", "drop_redundant_calls", "restore_near_copies", "drop_made_up_options")
 METRICS = ("tool_choice", "exact_args")
 
 
@@ -78,6 +79,7 @@ def one_step(model: EmbeddedModel, sample: Sample, step: StepRequest) -> dict[st
         "kept": FOLLOW_UP in reason and "(dropped" not in reason,
         "redundant": REDUNDANT in reason,
         "restored": RESTORED in reason,
+        "made_up": MADE_UP in reason,
     }
 
 
@@ -165,11 +167,14 @@ def main(argv: list[str] | None = None) -> int:
         EmbeddedModel(mode=args.mode, **dict.fromkeys(CHECKS, True)),
         steps,
     )
-    counts = {k: sum(r[k] for r in on) for k in ("follow_up", "kept", "redundant", "restored")}
+    counts = {
+        k: sum(r[k] for r in on) for k in ("follow_up", "kept", "redundant", "restored", "made_up")
+    }
     print(
         f"{len(steps)} held-out steps (seed {args.seed}, {args.mode}); follow-ups decoded in "
         f"{counts['follow_up']}, kept in {counts['kept']}; redundant calls dropped in "
-        f"{counts['redundant']}; near copies restored in {counts['restored']}"
+        f"{counts['redundant']}; near copies restored in {counts['restored']}; made-up "
+        f"options dropped in {counts['made_up']}"
     )
     report = {
         "machine": platform.platform(),

@@ -99,6 +99,12 @@ def add_parser(subparsers: Any) -> None:
         "(agentflow.engine.near_copies)",
     )
     parser.add_argument(
+        "--drop-made-up-options",
+        action="store_true",
+        help="drop optional arguments (not enums) whose string or number the conversation "
+        "holds nowhere (agentflow.engine.made_up_options)",
+    )
+    parser.add_argument(
         "--structured",
         action="store_true",
         help="evaluate answers that are JSON objects of a schema the prompt shows "
@@ -237,6 +243,7 @@ def run(args: argparse.Namespace) -> int:
         follow_up_calls=args.follow_up_calls,
         drop_redundant_calls=args.drop_redundant_calls,
         restore_near_copies=args.restore_near_copies,
+        drop_made_up_options=args.drop_made_up_options,
         structured=args.structured,
     )
     report.settings.update(model=str(args.model), verifier=str(args.verifier))

@@ -41,3 +41,6 @@ DROP_REDUNDANT_CALLS = True
 #: Put back the request's values that a call wrote almost right ("11669" for "#86669")
 #: where the conversation holds the written one nowhere (docs/constraints.md, "Near copies").
 RESTORE_NEAR_COPIES = True
+#: Drop optional arguments (not enums) whose string or number the conversation holds
+#: nowhere (docs/constraints.md, "Made-up options").
+DROP_MADE_UP_OPTIONS = True

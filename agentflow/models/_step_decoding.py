@@ -7,9 +7,10 @@ of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
 decodes that part as a request of its own in a second engine call, and merges the
 new calls into each action where they use a value left. :func:`drop_redundant_calls`
 then drops the calls after an action's first that take no new value from the
-conversation, and :func:`restore_near_copies` last puts back the request's values
-a call wrote almost right (before, a restored value of a wrong call would pass
-for a clause served and hold back the follow-up that replaces it).
+conversation, :func:`restore_near_copies` puts back the request's values a call
+wrote almost right (before, a restored value of a wrong call would pass for a
+clause served and hold back the follow-up that replaces it), and
+:func:`drop_made_up_options` last drops optional arguments nobody gave values for.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ DROPPED = "no new call used one of its values"
 REDUNDANT = "dropped redundant calls:"
 #: How a step's usage reason names the near copies restored (then written → restored).
 RESTORED = "restored near copies:"
+#: How a step's usage reason names the made-up options dropped (then tool.argument).
+MADE_UP = "dropped made-up options:"
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +188,21 @@ def restore_near_copies(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -
             return None
         restored, pairs = found
         return restored, f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs)
+
+    return _mend_each(jobs, done, mend)
+
+
+def drop_made_up_options(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
+    """Drop the made-up optional arguments in the outcomes ``done`` of ``jobs``
+    (:func:`agentflow.engine.made_up_options.without_made_up_options`); their usage
+    reason names each (``tool.argument``). How many actions changed."""
+    from agentflow.engine.made_up_options import without_made_up_options
+
+    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
+        found = without_made_up_options(
+            text, step.messages, job.tools, step.instructions, job.schema
+        )
+        return None if found is None else (found[0], f"{MADE_UP} {', '.join(found[1])}")
 
     return _mend_each(jobs, done, mend)
 

@@ -35,6 +35,7 @@ STEP_SETTINGS = (
     "follow_up_calls",
     "drop_redundant_calls",
     "restore_near_copies",
+    "drop_made_up_options",
 )
 
 
@@ -64,6 +65,8 @@ class StepJob:
     drop_redundant: bool = False
     #: Put back the request's values that a call wrote almost right.
     restore_copies: bool = False
+    #: Drop optional arguments whose values nobody gave.
+    drop_options: bool = False
     #: The step the job was built from (a follow-up's job is rendered from it).
     step: StepRequest | None = None
 
@@ -85,11 +88,12 @@ def step_job(
     follow_up_calls: bool,
     drop_redundant_calls: bool,
     restore_near_copies: bool,
+    drop_made_up_options: bool,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason``,
-    the tool-choice weights, the answer bonus, ``follow_up_calls``,
-    ``drop_redundant_calls`` and ``restore_near_copies`` (ValueError names a mode,
-    weight or flag out of range)."""
+    the tool-choice weights, the answer bonus and the call checks
+    (``follow_up_calls``, ``drop_redundant_calls``, ``restore_near_copies``,
+    ``drop_made_up_options``); ValueError names a mode, weight or flag out of range."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
     output = request.output_schema
@@ -106,6 +110,7 @@ def step_job(
     follow_up = _flag(request.settings, "follow_up_calls", follow_up_calls)
     drop_redundant = _flag(request.settings, "drop_redundant_calls", drop_redundant_calls)
     restore_copies = _flag(request.settings, "restore_near_copies", restore_near_copies)
+    drop_options = _flag(request.settings, "drop_made_up_options", drop_made_up_options)
     prior = render_choice_prior(
         request.messages, request.tools, instructions=request.instructions, output=output
     )
@@ -126,6 +131,7 @@ def step_job(
         follow_up,
         drop_redundant,
         restore_copies,
+        drop_options,
         request,
     )
 

@@ -36,6 +36,7 @@ from ._decoding_defaults import (
     CANONICAL,
     COPY,
     COPY_WITHIN_TEXT,
+    DROP_MADE_UP_OPTIONS,
     DROP_REDUNDANT_CALLS,
     FOLLOW_UP_CALLS,
     RESTORE_NEAR_COPIES,
@@ -46,6 +47,7 @@ from ._decoding_defaults import (
 from ._step_decoding import (
     decode_follow_ups,
     decode_jobs,
+    drop_made_up_options,
     drop_redundant_calls,
     restore_near_copies,
 )
@@ -115,9 +117,11 @@ class EmbeddedModel:
     ``drop_redundant_calls``: then drop the calls after the first that take no new
     value from the conversation (a repeat, or values of the model's own making)
     where the calls left still serve every part of the request.
-    ``restore_near_copies``: last, put back the request's values that a call
+    ``restore_near_copies``: then put back the request's values that a call
     wrote almost right ("11669" for "#86669") where the conversation holds the
-    written one nowhere (:mod:`agentflow.engine.near_copies`). A step's
+    written one nowhere (:mod:`agentflow.engine.near_copies`); then
+    ``drop_made_up_options`` drops optional arguments whose values nobody gave
+    (:mod:`agentflow.engine.made_up_options`). A step's
     ``settings`` may set any of these too.
     """
 
@@ -139,6 +143,7 @@ class EmbeddedModel:
         follow_up_calls: bool = FOLLOW_UP_CALLS,
         drop_redundant_calls: bool = DROP_REDUNDANT_CALLS,
         restore_near_copies: bool = RESTORE_NEAR_COPIES,
+        drop_made_up_options: bool = DROP_MADE_UP_OPTIONS,
     ) -> None:
         if mode is None:
             mode = (
@@ -163,6 +168,7 @@ class EmbeddedModel:
         self.follow_up_calls = follow_up_calls
         self.drop_redundant_calls = drop_redundant_calls
         self.restore_near_copies = restore_near_copies
+        self.drop_made_up_options = drop_made_up_options
         self._generation = generation
         self._load_lock = threading.Lock()
         self._constraint_lock = threading.Lock()
@@ -334,6 +340,7 @@ class EmbeddedModel:
                 )
             drop_redundant_calls([j for j in ready if j.drop_redundant], done)
             restore_near_copies([j for j in ready if j.restore_copies], done)
+            drop_made_up_options([j for j in ready if j.drop_options], done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
     def _session(self, job: StepJob, config: GenerationConfig) -> ConstraintSession:
@@ -371,6 +378,7 @@ class EmbeddedModel:
             follow_up_calls=self.follow_up_calls,
             drop_redundant_calls=self.drop_redundant_calls,
             restore_near_copies=self.restore_near_copies,
+            drop_made_up_options=self.drop_made_up_options,
         )
 
     async def _submit(self, job: StepJob) -> StepOutcome:

@@ -45,6 +45,7 @@ import jsonschema
 from ..call_coverage import FollowUp, follow_up, without_redundant_calls
 from ..chat_template import copy_sources, last_request, with_request
 from ..generation import GenerationConfig
+from ..made_up_options import without_made_up_options
 from ..near_copies import restore_near_copies
 from ..tool_priors import step_bonuses
 from ..tool_similarity import WordVectors
@@ -271,6 +272,7 @@ def evaluate(
     follow_up_calls: bool = False,
     drop_redundant_calls: bool = False,
     restore_near_copies: bool = False,
+    drop_made_up_options: bool = False,
     structured: bool = False,
 ) -> EvalReport:
     """Decode ``n`` held-out cases (or training-distribution ones, ``split="train"``)
@@ -290,7 +292,9 @@ def evaluate(
     ``drop_redundant_calls`` then drops the calls after the first that take no new
     value from the conversation (:func:`~..call_coverage.without_redundant_calls`).
     ``restore_near_copies`` last puts back the request's values that the calls
-    wrote almost right (:mod:`agentflow.engine.near_copies`). ``structured``
+    wrote almost right (:mod:`agentflow.engine.near_copies`), and
+    ``drop_made_up_options`` then drops optional arguments whose values nobody gave
+    (:mod:`agentflow.engine.made_up_options`). ``structured``
     evaluates answers that are JSON objects instead (:func:`eval_cases`)."""
     config = config or GenerationConfig(max_new_tokens=192, block_length=32, steps=32)
     tokenizer = dlm.tokenizer if dlm is not None else ar.tokenizer
@@ -374,6 +378,11 @@ def evaluate(
                 texts = [
                     _restored(t, samples[i], schemas[i]) for t, i in zip(texts, chunk, strict=True)
                 ]
+            if drop_made_up_options and constrained:
+                texts = [
+                    _without_made_up(t, samples[i], schemas[i])
+                    for t, i in zip(texts, chunk, strict=True)
+                ]
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
@@ -407,6 +416,7 @@ def evaluate(
         "follow_up_calls": follow_up_calls,
         "drop_redundant_calls": drop_redundant_calls,
         "restore_near_copies": restore_near_copies,
+        "drop_made_up_options": drop_made_up_options,
         "structured": structured,
         "generation": asdict(config),
         "modes": list(modes),
@@ -468,6 +478,12 @@ def _follow_up(
 def _restored(text: str, case: Sample, schema: dict[str, Any]) -> str:
     """``text`` with its near copies restored (:func:`restore_near_copies`)."""
     found = restore_near_copies(text, case.messages, case.instructions, schema)
+    return text if found is None else found[0]
+
+
+def _without_made_up(text: str, case: Sample, schema: dict[str, Any]) -> str:
+    """``text`` without its made-up optional arguments (:func:`without_made_up_options`)."""
+    found = without_made_up_options(text, case.messages, case.tools, case.instructions, schema)
     return text if found is None else found[0]
 
 

@@ -491,6 +491,12 @@ async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow
     assert len(calls) == 3 and off.text == first
 
 
+@tool
+def track_order(order_id: str, carrier: str = "any") -> str:
+    """Track an order's parcel."""
+    return "in transit"
+
+
 GET_58213 = ("get_order", {"order_id": "58213"})
 CANCEL_60417 = ("cancel_order", {"order_id": "60417"})
 
@@ -513,8 +519,15 @@ CANCEL_60417 = ("cancel_order", {"order_id": "60417"})
             [GET_58213],
             "restored near copies: 58231 → 58213",
         ),
+        (  # an optional argument nobody gave a value for is dropped
+            "drop_made_up_options",
+            "Where is parcel 58213?",
+            [("track_order", {"order_id": "58213", "carrier": "dhlx"})],
+            [("track_order", {"order_id": "58213"})],
+            "dropped made-up options: track_order.carrier",
+        ),
     ],
-    ids=["redundant", "near-copy"],
+    ids=["redundant", "near-copy", "made-up-option"],
 )
 async def test_a_check_on_the_calls_mends_the_action_and_says_so(
     dlm_path: Path,
@@ -526,7 +539,7 @@ async def test_a_check_on_the_calls_mends_the_action_and_says_so(
     reason: str,
 ) -> None:
     model = EmbeddedModel(dlm_path, mode="diffusion")
-    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    agent = Agent("support", "Help.", [get_order, cancel_order, track_order], model=model)
     req = request(agent, asked)
     scripted_decodes(model, monkeypatch, format_tool_calls(written), format_tool_calls(written))
     response = await model.step(req)

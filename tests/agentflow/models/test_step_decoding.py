@@ -83,6 +83,7 @@ def job(
         follow_up_calls=True,
         drop_redundant_calls=True,
         restore_near_copies=True,
+        drop_made_up_options=True,
     )
 
 

@@ -1,0 +1,76 @@
+"""Optional arguments the model filled with values nobody gave.
+
+The model fills optional parameters it was not asked about: ``"max_retries":
+383749``, ``"timeout": 14``, ``"region": "urgent"``. A required argument must
+stay whatever its value, and an enum is a choice the schema already bounds; but
+an optional string or number the conversation holds nowhere was made up, and a
+call without it does what was asked. :func:`without_made_up_options` drops
+those arguments, where the action still fits its schema. Pure text work, after
+decoding; docs/constraints.md ("Made-up options") has the measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .call_coverage import action_calls, conversation_text, with_calls
+from .chat_template import ChatMessage, ToolSpec
+
+
+def without_made_up_options(
+    text: str,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    instructions: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+) -> tuple[str, list[str]] | None:
+    """The action ``text`` without its made-up optional arguments, and their names
+    (``tool.argument``); None when it has none (or the conversation ``messages``
+    does not end with the request the action answers, or the action left breaks
+    ``schema``).
+
+    A made-up option is a top-level argument that its tool (in ``tools``) does not
+    require and does not bound to an ``enum`` or ``const``, whose value is a string
+    or a number (not a boolean) that the conversation (``instructions`` and the
+    messages' text, case aside) holds nowhere."""
+    calls = action_calls(text)
+    if not calls or not messages or messages[-1].role != "user":
+        return None
+    said = conversation_text(messages, instructions).lower()
+    free = {tool.name: _free_options(tool) for tool in tools}
+    dropped: list[str] = []
+    kept_calls = []
+    for call in calls:
+        arguments = call.get("arguments")
+        if not isinstance(arguments, Mapping):
+            kept_calls.append(call)
+            continue
+        kept = {}
+        for name, value in arguments.items():
+            if name in free.get(call.get("name"), ()) and _made_up(value, said):
+                dropped.append(f"{call.get('name')}.{name}")
+            else:
+                kept[name] = value
+        kept_calls.append({**call, "arguments": kept})
+    action = with_calls(text, kept_calls, schema) if dropped else None
+    return None if action is None else (action, dropped)
+
+
+def _free_options(tool: ToolSpec) -> set[str]:
+    """The parameters of ``tool`` that are neither required nor bounded to a list."""
+    parameters = tool.parameters or {}
+    required = set(parameters.get("required", ()))
+    return {
+        name
+        for name, spec in parameters.get("properties", {}).items()
+        if name not in required and not ({"enum", "const"} & set(spec))
+    }
+
+
+def _made_up(value: Any, said: str) -> bool:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).lower() not in said

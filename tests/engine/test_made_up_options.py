@@ -1,0 +1,76 @@
+"""Optional arguments filled with values nobody gave are dropped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentflow.engine.chat_template import ChatMessage, ToolSpec
+from agentflow.engine.made_up_options import without_made_up_options
+
+DEPLOY = ToolSpec(
+    "roll_out",
+    "Ship a build",
+    {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "version": {"type": "string"},
+            "max_retries": {"type": "integer"},
+            "region": {"type": "string"},
+            "env": {"type": "string", "enum": ["dev", "prod"]},
+            "dry_run": {"type": "boolean"},
+        },
+        "required": ["name", "version"],
+    },
+)
+
+
+def action(**arguments: Any) -> str:
+    return json.dumps(
+        {"tool_calls": [{"name": "roll_out", "arguments": arguments}]}, separators=(",", ":")
+    )
+
+
+def asked(text: str) -> list[ChatMessage]:
+    return [ChatMessage("user", text)]
+
+
+def test_optional_values_nobody_gave_are_dropped() -> None:
+    text = action(name="kafka", version="1.5.4", max_retries=383749, region="urgent")
+    found = without_made_up_options(text, asked("put kafka 1.5.4 on dev"), [DEPLOY])
+    assert found == (
+        action(name="kafka", version="1.5.4"),
+        ["roll_out.max_retries", "roll_out.region"],
+    )
+
+
+def test_required_enum_boolean_and_given_values_stay() -> None:
+    text = action(name="redis", version="9.9", env="prod", dry_run=True, max_retries=3.0)
+    asked_for = asked("put kafka 1.5.4 on dev, 3 tries, please")
+    assert without_made_up_options(text, asked_for, [DEPLOY]) is None
+    from_instructions = action(name="kafka", version="1.5.4", region="eu-west")
+    assert (
+        without_made_up_options(
+            from_instructions, asked("put kafka 1.5.4"), [DEPLOY], instructions="Region: EU-West."
+        )
+        is None
+    )
+
+
+def test_nothing_is_dropped_past_the_request_or_against_the_schema() -> None:
+    text = action(name="kafka", version="1.5.4", max_retries=7)
+    went_on = [*asked("put kafka 1.5.4"), ChatMessage("tool", "{}", name="roll_out")]
+    assert without_made_up_options(text, went_on, [DEPLOY]) is None
+    needs_retries = {
+        "properties": {
+            "tool_calls": {"items": {"properties": {"arguments": {"required": ["max_retries"]}}}}
+        }
+    }
+    assert (
+        without_made_up_options(text, asked("put kafka 1.5.4"), [DEPLOY], schema=needs_retries)
+        is None
+    )
+    # a tool it does not know, or an answer, is left as it is
+    assert without_made_up_options(text, asked("put kafka 1.5.4"), []) is None
+    assert without_made_up_options('{"final":"ok"}', asked("hi"), [DEPLOY]) is None
