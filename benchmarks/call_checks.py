@@ -36,11 +36,12 @@ from typing import Any
 
 import anyio
 
+from agentflow.engine.action_mending import MADE_UP, REDUNDANT, RESTORED
 from agentflow.engine.constraints import action_schema
 from agentflow.engine.training.corpus import Sample
 from agentflow.engine.training.evaluate import eval_cases, score
 from agentflow.models import EmbeddedModel, StepRequest
-from agentflow.models._step_decoding import FOLLOW_UP, MADE_UP, REDUNDANT, RESTORED
+from agentflow.models._step_decoding import FOLLOW_UP
 
 CHECKS = ("follow_up_calls", "drop_redundant_calls", "restore_near_copies", "drop_made_up_options")
 METRICS = ("tool_choice", "exact_args")

@@ -5,35 +5,27 @@ call for a batch of jobs and turns each row into a :class:`StepOutcome` (text an
 usage). :func:`decode_follow_ups` then finds the actions whose calls leave a part
 of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
 decodes that part as a request of its own in a second engine call, and merges the
-new calls into each action where they use a value left. :func:`drop_redundant_calls`
-then drops the calls after an action's first that take no new value from the
-conversation, :func:`restore_near_copies` puts back the request's values a call
-wrote almost right (before, a restored value of a wrong call would pass for a
-clause served and hold back the follow-up that replaces it), and
-:func:`drop_made_up_options` last drops optional arguments nobody gave values for.
+new calls into each action where they use a value left. :func:`mend_actions` last
+runs the text checks on each action (:mod:`agentflow.engine.action_mending`):
+redundant calls, near copies, made-up options. They run after the follow-up:
+before, a restored value of a wrong call would pass for a clause served and
+hold back the follow-up that replaces it.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ._step_jobs import StepJob, StepOutcome, follow_up_job
-from .base import StepRequest, StepUsage
+from .base import StepUsage
 
 #: How a step's usage reason names its follow-up call (then the part it was for).
 FOLLOW_UP = "a follow-up call for:"
 #: Why a follow-up's calls were not kept.
 DROPPED = "no new call used one of its values"
-#: How a step's usage reason names the redundant calls dropped (then their names).
-REDUNDANT = "dropped redundant calls:"
-#: How a step's usage reason names the near copies restored (then written → restored).
-RESTORED = "restored near copies:"
-#: How a step's usage reason names the made-up options dropped (then tool.argument).
-MADE_UP = "dropped made-up options:"
 
 logger = logging.getLogger(__name__)
 
@@ -159,71 +151,32 @@ def decode_follow_ups(
     return kept
 
 
-def drop_redundant_calls(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
-    """Drop the redundant calls of the outcomes ``done`` of ``jobs``
-    (:func:`~agentflow.engine.call_coverage.without_redundant_calls`); their usage
-    reason names the calls dropped. How many actions lost calls."""
-    from agentflow.engine.call_coverage import action_calls, without_redundant_calls
+def mend_actions(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
+    """Run the checks each job asks for on its outcome in ``done``
+    (:func:`agentflow.engine.action_mending.mend_action`: redundant calls, near
+    copies, made-up options, in that order); a changed action gets the checks'
+    notes in its usage reason and is streamed. How many actions changed."""
+    from agentflow.engine.action_mending import mend_action
 
-    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
-        kept = without_redundant_calls(text, step.messages, step.instructions, job.schema)
-        if kept is None:
-            return None
-        names = Counter(c["name"] for c in action_calls(text) or [])
-        names.subtract(c["name"] for c in action_calls(kept) or [])
-        return kept, f"{REDUNDANT} {', '.join(sorted(names.elements()))}"
-
-    return _mend_each(jobs, done, mend)
-
-
-def restore_near_copies(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
-    """Restore the near copies in the outcomes ``done`` of ``jobs``
-    (:func:`agentflow.engine.near_copies.restore_near_copies`); their usage reason
-    names each (written → restored). How many actions changed."""
-    from agentflow.engine.near_copies import restore_near_copies as restored_copies
-
-    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
-        found = restored_copies(text, step.messages, step.instructions, job.schema)
-        if found is None:
-            return None
-        restored, pairs = found
-        return restored, f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs)
-
-    return _mend_each(jobs, done, mend)
-
-
-def drop_made_up_options(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:
-    """Drop the made-up optional arguments in the outcomes ``done`` of ``jobs``
-    (:func:`agentflow.engine.made_up_options.without_made_up_options`); their usage
-    reason names each (``tool.argument``). How many actions changed."""
-    from agentflow.engine.made_up_options import without_made_up_options
-
-    def mend(job: StepJob, step: StepRequest, text: str) -> tuple[str, str] | None:
-        found = without_made_up_options(
-            text, step.messages, job.tools, step.instructions, job.schema
-        )
-        return None if found is None else (found[0], f"{MADE_UP} {', '.join(found[1])}")
-
-    return _mend_each(jobs, done, mend)
-
-
-def _mend_each(
-    jobs: Sequence[StepJob],
-    done: dict[int, StepOutcome],
-    mend: Callable[[StepJob, StepRequest, str], tuple[str, str] | None],
-) -> int:
-    """Put ``mend(job, step, text)``'s text in place of each job's outcome in ``done``
-    where it gives one, its note added to the usage reason and the text streamed;
-    how many changed."""
     changed = 0
     for job in jobs:
         outcome = done[id(job)]
-        mended = None if job.step is None else mend(job, job.step, outcome.text)
-        if mended is None:
+        if job.step is None:
             continue
-        text, note = mended
+        text, notes = mend_action(
+            outcome.text,
+            job.step.messages,
+            job.tools,
+            job.step.instructions,
+            job.schema,
+            drop_redundant_calls=job.drop_redundant,
+            restore_copies=job.restore_copies,
+            drop_made_up_options=job.drop_options,
+        )
+        if not notes:
+            continue
         usage = replace(outcome.usage)
-        usage.reason += f"; {note}"
+        usage.reason += "".join(f"; {note}" for note in notes)
         done[id(job)] = StepOutcome(text=text, usage=usage)
         if job.on_text is not None:
             job.on_text(text)

@@ -44,13 +44,7 @@ from ._decoding_defaults import (
     TOOL_RELEVANCE,
     TOOL_SIMILARITY,
 )
-from ._step_decoding import (
-    decode_follow_ups,
-    decode_jobs,
-    drop_made_up_options,
-    drop_redundant_calls,
-    restore_near_copies,
-)
+from ._step_decoding import decode_follow_ups, decode_jobs, mend_actions
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -338,9 +332,7 @@ class EmbeddedModel:
                     self.name,
                     partial(self._session, config=config),
                 )
-            drop_redundant_calls([j for j in ready if j.drop_redundant], done)
-            restore_near_copies([j for j in ready if j.restore_copies], done)
-            drop_made_up_options([j for j in ready if j.drop_options], done)
+            mend_actions(ready, done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 
     def _session(self, job: StepJob, config: GenerationConfig) -> ConstraintSession:

@@ -42,11 +42,10 @@ from typing import Any, Literal
 
 import jsonschema
 
-from ..call_coverage import FollowUp, follow_up, without_redundant_calls
+from ..action_mending import mend_action
+from ..call_coverage import FollowUp, follow_up
 from ..chat_template import copy_sources, last_request, with_request
 from ..generation import GenerationConfig
-from ..made_up_options import without_made_up_options
-from ..near_copies import restore_near_copies
 from ..tool_priors import step_bonuses
 from ..tool_similarity import WordVectors
 from . import augment
@@ -367,22 +366,21 @@ def evaluate(
                     partial(_shifted, session_for, chunk.start),
                     config,
                 )
-            if drop_redundant_calls and constrained:
+            if constrained and (
+                drop_redundant_calls or restore_near_copies or drop_made_up_options
+            ):
                 for row, i in enumerate(chunk):
                     s = samples[i]
-                    kept = without_redundant_calls(
-                        texts[row], s.messages, s.instructions, schemas[i]
+                    texts[row], _ = mend_action(
+                        texts[row],
+                        s.messages,
+                        s.tools,
+                        s.instructions,
+                        schemas[i],
+                        drop_redundant_calls=drop_redundant_calls,
+                        restore_copies=restore_near_copies,
+                        drop_made_up_options=drop_made_up_options,
                     )
-                    texts[row] = texts[row] if kept is None else kept
-            if restore_near_copies and constrained:
-                texts = [
-                    _restored(t, samples[i], schemas[i]) for t, i in zip(texts, chunk, strict=True)
-                ]
-            if drop_made_up_options and constrained:
-                texts = [
-                    _without_made_up(t, samples[i], schemas[i])
-                    for t, i in zip(texts, chunk, strict=True)
-                ]
             for i, text, row, by in zip(chunk, texts, rows, served, strict=True):
                 s = samples[i]
                 results.append(
@@ -473,18 +471,6 @@ def _follow_up(
             continue
         texts[row] = merged
     return seconds
-
-
-def _restored(text: str, case: Sample, schema: dict[str, Any]) -> str:
-    """``text`` with its near copies restored (:func:`restore_near_copies`)."""
-    found = restore_near_copies(text, case.messages, case.instructions, schema)
-    return text if found is None else found[0]
-
-
-def _without_made_up(text: str, case: Sample, schema: dict[str, Any]) -> str:
-    """``text`` without its made-up optional arguments (:func:`without_made_up_options`)."""
-    found = without_made_up_options(text, case.messages, case.tools, case.instructions, schema)
-    return text if found is None else found[0]
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:

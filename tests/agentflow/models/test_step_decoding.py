@@ -9,6 +9,7 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers
 
+from agentflow.engine.action_mending import REDUNDANT, RESTORED
 from agentflow.engine.chat_template import ChatMessage, render_prompt
 from agentflow.engine.generation import (
     GenerationConfig,
@@ -19,12 +20,9 @@ from agentflow.engine.generation import (
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.models._step_decoding import (
     DROPPED,
-    REDUNDANT,
-    RESTORED,
     decode_follow_ups,
     decode_jobs,
-    drop_redundant_calls,
-    restore_near_copies,
+    mend_actions,
 )
 from agentflow.models._step_jobs import StepJob, step_job
 from agentflow.models.base import StepRequest
@@ -167,7 +165,7 @@ def test_redundant_calls_are_dropped_and_named_in_the_reason(tokenizer: Tokenize
     again = '{"name":"bill_show","arguments":{"id":"INV-2023-1670"}},'
     padded = BOTH.replace('{"name":"switch_tier"', again + '{"name":"switch_tier"')
     done, _, _, _ = run(tokenizer, [[padded, BOTH]], [one, other])
-    assert drop_redundant_calls([one, other], done) == 1
+    assert mend_actions([one, other], done) == 1
     assert done[id(one)].text == BOTH
     assert done[id(one)].usage.reason.endswith(f"{REDUNDANT} bill_show")
     assert streamed == [padded, BOTH]
@@ -180,7 +178,7 @@ def test_near_copies_are_restored_and_named_in_the_reason(tokenizer: Tokenizer) 
     written = BOTH.replace("INV-2023-1670", "INV-2032-1670")
     # the follow-up owed to the miswritten invoice uses none of its values
     done, _, _, _ = run(tokenizer, [[written, BOTH], ['{"final":"x"}']], [one, other])
-    assert restore_near_copies([one, other], done) == 1
+    assert mend_actions([one, other], done) == 1
     assert done[id(one)].text == BOTH
     assert done[id(one)].usage.reason.endswith(f"{RESTORED} INV-2032-1670 → INV-2023-1670")
     assert streamed == [written, BOTH]

@@ -1,0 +1,63 @@
+"""The text checks that mend a finished action, in the order they must run.
+
+After an action is decoded (and its follow-up merged, :mod:`.call_coverage`),
+three checks read it against the conversation: redundant calls go
+(:func:`~.call_coverage.without_redundant_calls`), values written almost right
+are restored (:mod:`.near_copies`), and optional arguments nobody gave are
+dropped (:mod:`.made_up_options`). The order is part of the rule: a value
+restored before the redundant calls are found would make a wrong call look like
+one that serves the request. :func:`mend_action` runs them in that order for
+every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .call_coverage import action_calls, without_redundant_calls
+from .chat_template import ChatMessage, ToolSpec
+from .made_up_options import without_made_up_options
+from .near_copies import restore_near_copies
+
+#: How a note names the redundant calls dropped (then their names).
+REDUNDANT = "dropped redundant calls:"
+#: How a note names the near copies restored (then written → restored).
+RESTORED = "restored near copies:"
+#: How a note names the made-up options dropped (then tool.argument).
+MADE_UP = "dropped made-up options:"
+
+
+def mend_action(
+    text: str,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolSpec],
+    instructions: str | None = None,
+    schema: Mapping[str, Any] | None = None,
+    *,
+    drop_redundant_calls: bool = True,
+    restore_copies: bool = True,
+    drop_made_up_options: bool = True,
+) -> tuple[str, list[str]]:
+    """``text`` after the checks asked for, and a note for each that changed it
+    (``REDUNDANT``, ``RESTORED``, ``MADE_UP`` and what they changed)."""
+    notes: list[str] = []
+    if drop_redundant_calls:
+        kept = without_redundant_calls(text, messages, instructions, schema)
+        if kept is not None:
+            names = Counter(c["name"] for c in action_calls(text) or [])
+            names.subtract(c["name"] for c in action_calls(kept) or [])
+            notes.append(f"{REDUNDANT} {', '.join(sorted(names.elements()))}")
+            text = kept
+    if restore_copies:
+        found = restore_near_copies(text, messages, instructions, schema)
+        if found is not None:
+            text, pairs = found
+            notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs))
+    if drop_made_up_options:
+        dropped = without_made_up_options(text, messages, tools, instructions, schema)
+        if dropped is not None:
+            text, names_dropped = dropped
+            notes.append(f"{MADE_UP} {', '.join(names_dropped)}")
+    return text, notes

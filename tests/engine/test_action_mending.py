@@ -1,0 +1,48 @@
+"""The text checks on a finished action run in order and say what they changed."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentflow.engine.action_mending import MADE_UP, REDUNDANT, RESTORED, mend_action
+from agentflow.engine.chat_template import ChatMessage, ToolSpec
+
+TRACK = ToolSpec(
+    "track",
+    "Track a parcel",
+    {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string"},
+            "email": {"type": "string"},
+            "carrier": {"type": "string"},
+        },
+        "required": ["id"],
+    },
+)
+ASKED = [ChatMessage("user", "track #86669 for kim@x.io. also track ET3453")]
+
+
+def action(*calls: dict[str, Any]) -> str:
+    body = [{"name": "track", "arguments": a} for a in calls]
+    return json.dumps({"tool_calls": body}, separators=(",", ":"))
+
+
+def test_each_check_changes_the_action_and_notes_it_in_order() -> None:
+    miscopied = {"id": "#86696", "email": "kim@x.io"}
+    written = action(miscopied, miscopied, {"id": "ET3453", "carrier": "dhlx"})
+    text, notes = mend_action(written, ASKED, [TRACK])
+    assert text == action({"id": "#86669", "email": "kim@x.io"}, {"id": "ET3453"})
+    assert notes == [
+        f"{REDUNDANT} track",
+        f"{RESTORED} #86696 → #86669",
+        f"{MADE_UP} track.carrier",
+    ]
+
+
+def test_checks_that_are_off_change_nothing() -> None:
+    written = action({"id": "#86669"}, {"id": "#86669"})
+    off = {"drop_redundant_calls": False, "restore_copies": False, "drop_made_up_options": False}
+    assert mend_action(written, ASKED, [TRACK], **off) == (written, [])
+    assert mend_action(action({"id": "#86669"}), ASKED, [TRACK]) == (action({"id": "#86669"}), [])
