@@ -1,9 +1,10 @@
-"""What the tool-choice priors cost a step: word overlap, word vectors, the no-tool sign.
+"""What the tool-choice priors cost a step: word overlap, word vectors, the no-tool sign, argument fit.
 
 ``EmbeddedModel`` works out, for every step with tools, each tool's word overlap
 with the request (``tool_relevance``), its similarity in meaning
 (``tool_similarity``, WordLlama's vectors) and whether the request looks like one
-no tool serves (``serves_no_tool``; all in ``agentflow.engine.tool_priors``). This
+no tool serves (``serves_no_tool``; all in ``agentflow.engine.tool_priors``), and
+which tools the request's values cannot fill (``argument_fit``). This
 times each against the step they serve,
 side by side in one run:
 
@@ -33,6 +34,7 @@ from typing import Any
 import anyio
 
 from agentflow import Agent, tool
+from agentflow.engine.argument_fit import fit_bonuses
 from agentflow.engine.chat_template import ChatMessage, ToolSpec
 from agentflow.engine.tool_priors import serves_no_tool
 from agentflow.engine.tool_relevance import tool_bonuses
@@ -45,11 +47,20 @@ NOUNS = ["order", "parcel", "password", "service", "invoice", "host", "account",
 
 
 def tools(n: int) -> list[ToolSpec]:
-    """``n`` tools with distinct names and short descriptions, as an agent lists them."""
+    """``n`` tools with distinct names, short descriptions and a parameter or two (every
+    third takes a number too), as an agent lists them."""
     out = []
     for i in range(n):
         verb, noun = VERBS[i % len(VERBS)], NOUNS[(i // len(VERBS) + i) % len(NOUNS)]
-        out.append(ToolSpec(f"{verb}_{noun}_{i}", f"{verb.capitalize()} a {noun} for a customer"))
+        properties: dict[str, Any] = {f"{noun}_id": {"type": "string"}}
+        if i % 3 == 2:
+            properties["amount"] = {"type": "number"}
+        parameters = {"type": "object", "properties": properties, "required": list(properties)}
+        out.append(
+            ToolSpec(
+                f"{verb}_{noun}_{i}", f"{verb.capitalize()} a {noun} for a customer", parameters
+            )
+        )
     return out
 
 
@@ -73,6 +84,7 @@ def per_step(n: int, vectors: WordVectors, repeats: int) -> dict[str, float]:
         "no_tool_sign_ms": median_ms(
             lambda: serves_no_tool("thanks, bye", listed, vectors), repeats
         ),
+        "argument_fit_ms": median_ms(lambda: fit_bonuses(REQUEST, listed), repeats),
     }
 
 
@@ -134,18 +146,23 @@ def main(argv: list[str] | None = None) -> int:
     loading = load_seconds()
     on = step_ms(EmbeddedModel(mode="diffusion"), args.steps)
     off = step_ms(
-        EmbeddedModel(mode="diffusion", tool_relevance=0, tool_similarity=0, answer_bonus=0),
+        EmbeddedModel(
+            mode="diffusion", tool_relevance=0, tool_similarity=0, answer_bonus=0, argument_fit=0
+        ),
         args.steps,
     )
 
     print(
         f"loading the word vectors: imports {loading['imports_s']:.3f} s, files {loading['files_s']:.3f} s"
     )
-    print(f"{'tools':>5}  {'relevance ms':>12}  {'similarity ms':>13}  {'no-tool sign ms':>15}")
+    print(
+        f"{'tools':>5}  {'relevance ms':>12}  {'similarity ms':>13}  {'no-tool sign ms':>15}  "
+        f"{'argument fit ms':>15}"
+    )
     for r in rows:
         print(
             f"{r['tools']:>5}  {r['relevance_ms']:>12.3f}  {r['similarity_ms']:>13.3f}  "
-            f"{r['no_tool_sign_ms']:>15.3f}"
+            f"{r['no_tool_sign_ms']:>15.3f}  {r['argument_fit_ms']:>15.3f}"
         )
     for label, step in (("with the priors", on), ("without", off)):
         print(

@@ -1,11 +1,14 @@
 """The bonuses one agent step's decoding takes from its request and its tools.
 
-Three priors, each measured on held-out sets (docs/constraints.md):
+Four priors, each measured on held-out sets (docs/constraints.md):
 
 - the words the request shares with each tool (:mod:`.tool_relevance`) and its
   similarity in meaning to each (:mod:`.tool_similarity`), added up as bonuses
   on the tool-name choice (``ConstraintSession.prefer(..., once=True)``: a tool
   is favoured for one call of the step, not again for a parallel call after it);
+- the tools the request's values cannot fill (:mod:`.argument_fit`: an e-mail
+  and no parameter for one, a numeric parameter and no number), penalised on the
+  same choice for every call of the step (``prefer(..., lasting=...)``);
 - the sign of a request no tool serves ("thanks, bye": no value, no word and no
   meaning close to a tool), which gives answering a bonus over calling
   (``ConstraintSession.prefer_keys``).
@@ -20,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .argument_fit import ToolWithSchema, fit_bonuses
 from .tool_relevance import DescribedTool, as_bonuses, check_weight, holds_values, relevance
 from .tool_similarity import WordVectors, centred, cosines
 
@@ -39,23 +43,27 @@ class StepBonuses:
     tools: dict[str, float] = field(default_factory=dict)
     #: For ``ConstraintSession.prefer_keys`` (empty: none).
     keys: dict[str, float] = field(default_factory=dict)
+    #: Tool-name bonuses for every call of the step (``prefer(..., lasting=...)``):
+    #: the argument-fit penalties (empty: none).
+    lasting: dict[str, float] = field(default_factory=dict)
 
     def apply(self, session: Any) -> None:
         """Give ``session`` the bonuses there are."""
-        if self.tools:
-            session.prefer(self.tools, once=True)
+        if self.tools or self.lasting:
+            session.prefer(self.tools, once=True, lasting=self.lasting)
         if self.keys:
             session.prefer_keys(self.keys)
 
 
 def step_bonuses(
     request: str,
-    tools: Sequence[DescribedTool],
+    tools: Sequence[ToolWithSchema],
     *,
     relevance_weight: float,
     similarity_weight: float,
     answer_bonus: float,
     vectors: WordVectors | None,
+    fit_weight: float = 0.0,
 ) -> StepBonuses:
     """The bonuses of a step on ``request`` with ``tools``: the word overlap times
     ``relevance_weight`` plus the centred similarity times ``similarity_weight`` for
@@ -66,6 +74,7 @@ def step_bonuses(
     relevance_weight = check_weight(relevance_weight, "tool relevance weight")
     similarity_weight = check_weight(similarity_weight, "tool similarity weight")
     answer_bonus = check_weight(answer_bonus, "answer bonus")
+    fit_weight = check_weight(fit_weight, "argument fit weight")
     if not tools:
         return StepBonuses()
     overlap = relevance(request, tools)
@@ -82,7 +91,7 @@ def step_bonuses(
         if answer_bonus > 0 and _no_tool(request, overlap, found)
         else {}
     )
-    return StepBonuses(names, keys)
+    return StepBonuses(names, keys, fit_bonuses(request, tools, fit_weight))
 
 
 def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:

@@ -79,6 +79,15 @@ def add_parser(subparsers: Any) -> None:
         "(agentflow.engine.tool_priors; default 0: off)",
     )
     parser.add_argument(
+        "--argument-fit",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --score-choices: take W from the name's score of a tool per kind of value "
+        "the request cannot give it (an e-mail and no parameter for one, a required number "
+        "and no number; agentflow.engine.argument_fit; default 0: off)",
+    )
+    parser.add_argument(
         "--follow-up-calls",
         action="store_true",
         help="where the calls leave a clause of the request with values untouched, decode "
@@ -178,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
         check_weight(args.tool_relevance, "--tool-relevance")
         check_weight(args.tool_similarity, "--tool-similarity")
         check_weight(args.answer_bonus, "--answer-bonus")
+        check_weight(args.argument_fit, "--argument-fit")
     except ValueError as exc:
         print(f"agentflow eval: {exc}", file=sys.stderr)
         return 2
@@ -240,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
         tool_relevance=args.tool_relevance,
         tool_similarity=args.tool_similarity,
         answer_bonus=args.answer_bonus,
+        argument_fit=args.argument_fit,
         follow_up_calls=args.follow_up_calls,
         drop_redundant_calls=args.drop_redundant_calls,
         restore_near_copies=args.restore_near_copies,

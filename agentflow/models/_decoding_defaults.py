@@ -7,6 +7,7 @@ override the ones that are knobs.
 
 from __future__ import annotations
 
+from agentflow.engine.argument_fit import DEFAULT_WEIGHT as FIT_WEIGHT
 from agentflow.engine.tool_priors import DEFAULT_ANSWER_BONUS
 from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
@@ -32,6 +33,10 @@ TOOL_SIMILARITY = SIMILARITY_WEIGHT
 #: Bonus of answering over calling a tool where the request looks like one no tool
 #: serves (docs/constraints.md, "Requests no tool serves").
 ANSWER_BONUS = DEFAULT_ANSWER_BONUS
+#: Penalty on a tool's name per kind of value the request cannot give it (an e-mail
+#: and no parameter for one, a required number and no number; docs/constraints.md,
+#: "Argument fit").
+ARGUMENT_FIT = FIT_WEIGHT
 #: Where an action's calls leave a part of the request with values untouched, decode
 #: one more call for it (docs/constraints.md, "Follow-up calls").
 FOLLOW_UP_CALLS = True

@@ -32,6 +32,7 @@ STEP_SETTINGS = (
     "tool_relevance",
     "tool_similarity",
     "answer_bonus",
+    "argument_fit",
     "follow_up_calls",
     "drop_redundant_calls",
     "restore_near_copies",
@@ -69,6 +70,18 @@ class StepJob:
     drop_options: bool = False
     #: The step the job was built from (a follow-up's job is rendered from it).
     step: StepRequest | None = None
+    #: Penalty per kind of value a tool cannot take from the request (argument fit);
+    #: applied where the request is the conversation's last turn.
+    fit: float = 0.0
+
+    @property
+    def follows_request(self) -> bool:
+        """True when the step decodes right after its request (no tool result since)."""
+        return (
+            self.step is not None
+            and bool(self.step.messages)
+            and (self.step.messages[-1].role == "user")
+        )
 
 
 @dataclass
@@ -85,13 +98,14 @@ def step_job(
     tool_relevance: float,
     tool_similarity: float,
     answer_bonus: float,
+    argument_fit: float,
     follow_up_calls: bool,
     drop_redundant_calls: bool,
     restore_near_copies: bool,
     drop_made_up_options: bool,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason``,
-    the tool-choice weights, the answer bonus and the call checks
+    the tool-choice weights, the answer bonus, the argument fit and the call checks
     (``follow_up_calls``, ``drop_redundant_calls``, ``restore_near_copies``,
     ``drop_made_up_options``); ValueError names a mode, weight or flag out of range."""
     if mode not in MODES:
@@ -107,6 +121,7 @@ def step_job(
         request.settings.get("tool_similarity", tool_similarity), "tool_similarity"
     )
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
+    fit = check_weight(request.settings.get("argument_fit", argument_fit), "argument_fit")
     follow_up = _flag(request.settings, "follow_up_calls", follow_up_calls)
     drop_redundant = _flag(request.settings, "drop_redundant_calls", drop_redundant_calls)
     restore_copies = _flag(request.settings, "restore_near_copies", restore_near_copies)
@@ -133,6 +148,7 @@ def step_job(
         restore_copies,
         drop_options,
         request,
+        fit,
     )
 
 

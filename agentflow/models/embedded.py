@@ -33,6 +33,7 @@ from agentflow.engine.tool_relevance import check_weight
 
 from ._decoding_defaults import (
     ANSWER_BONUS,
+    ARGUMENT_FIT,
     CANONICAL,
     COPY,
     COPY_WITHIN_TEXT,
@@ -104,7 +105,11 @@ class EmbeddedModel:
     tool once per step, not again for a parallel call after it. ``answer_bonus``:
     where a request holds no value and comes close to no tool in words or meaning
     ("thanks, bye"), add this to the score of answering over calling a tool. 0
-    turns any of them off. ``follow_up_calls``: where the calls of an action leave a
+    turns any of them off. ``argument_fit``: on the same choice, take this weight
+    from a tool per kind of value the request cannot give it — an e-mail and no
+    parameter for one, a required number and no number
+    (:mod:`agentflow.engine.argument_fit`), on the steps right after a request.
+    ``follow_up_calls``: where the calls of an action leave a
     part of the request with values untouched ("send me invoice INV-1. downgrade
     cus_457"), decode that part as a request of its own and add its calls to the
     action when they use those values (:mod:`agentflow.engine.call_coverage`).
@@ -134,6 +139,7 @@ class EmbeddedModel:
         tool_relevance: float = TOOL_RELEVANCE,
         tool_similarity: float = TOOL_SIMILARITY,
         answer_bonus: float = ANSWER_BONUS,
+        argument_fit: float = ARGUMENT_FIT,
         follow_up_calls: bool = FOLLOW_UP_CALLS,
         drop_redundant_calls: bool = DROP_REDUNDANT_CALLS,
         restore_near_copies: bool = RESTORE_NEAR_COPIES,
@@ -150,6 +156,7 @@ class EmbeddedModel:
         check_weight(tool_relevance, "tool_relevance")
         check_weight(tool_similarity, "tool_similarity")
         check_weight(answer_bonus, "answer_bonus")
+        check_weight(argument_fit, "argument_fit")
         self.model_path = model
         self.verifier_path = verifier
         self.mode: DecodingMode = mode
@@ -159,6 +166,7 @@ class EmbeddedModel:
         self.tool_relevance = tool_relevance
         self.tool_similarity = tool_similarity
         self.answer_bonus = answer_bonus
+        self.argument_fit = argument_fit
         self.follow_up_calls = follow_up_calls
         self.drop_redundant_calls = drop_redundant_calls
         self.restore_near_copies = restore_near_copies
@@ -355,6 +363,7 @@ class EmbeddedModel:
             similarity_weight=job.similarity,
             answer_bonus=job.answer,
             vectors=self._word_vectors() if needs_vectors else None,
+            fit_weight=job.fit if job.follows_request else 0.0,
         )
 
     # -- the Model protocol ----------------------------------------------------------------------
@@ -367,6 +376,7 @@ class EmbeddedModel:
             tool_relevance=self.tool_relevance,
             tool_similarity=self.tool_similarity,
             answer_bonus=self.answer_bonus,
+            argument_fit=self.argument_fit,
             follow_up_calls=self.follow_up_calls,
             drop_redundant_calls=self.drop_redundant_calls,
             restore_near_copies=self.restore_near_copies,

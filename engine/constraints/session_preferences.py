@@ -33,6 +33,8 @@ class SessionPreferences:
     _preferred: Mapping[str, float] = {}
     #: True: a value the output already holds loses its bonus (:meth:`prefer`).
     _prefer_once: bool = False
+    #: Bonuses added whatever the output holds (``prefer(..., lasting=...)``).
+    _lasting: Mapping[str, float] = {}
     #: Log-space bonuses of object keys that make a key choice (:meth:`prefer_keys`).
     _key_bonuses: Mapping[str, float] = {}
 
@@ -41,7 +43,13 @@ class SessionPreferences:
         """The closed-choice bonuses set by :meth:`prefer` (empty: none)."""
         return self._preferred
 
-    def prefer(self, bonuses: Mapping[str, float], *, once: bool = False) -> None:
+    def prefer(
+        self,
+        bonuses: Mapping[str, float],
+        *,
+        once: bool = False,
+        lasting: Mapping[str, float] | None = None,
+    ) -> None:
         """Add ``bonuses[value]`` (log-space) to the score of each candidate of a closed
         choice whose every candidate string is a key of ``bonuses`` (the tool names,
         for a tool-name choice; never an object key or a copy) when the decoder scores
@@ -49,9 +57,13 @@ class SessionPreferences:
         ``agentflow`` passes tool relevance here (:mod:`agentflow.engine.tool_relevance`).
         With ``once``, a value the output already holds as a JSON string gets the
         lowest of the choice's bonuses from then on: the tool of a first call is not
-        favoured again for the parallel call after it."""
+        favoured again for the parallel call after it. ``lasting`` bonuses are added
+        on top for every call, ``once`` or not (``agentflow`` passes the penalties of
+        tools a request's values cannot fill: :mod:`agentflow.engine.argument_fit`);
+        a value missing from one mapping gets 0 from it."""
         self._preferred = _checked(bonuses, "prefer")
         self._prefer_once = once
+        self._lasting = _checked(lasting or {}, "prefer")
 
     def prefer_keys(self, bonuses: Mapping[str, float]) -> None:
         """Make a choice among object keys whose every candidate is a key of ``bonuses``
@@ -83,17 +95,20 @@ class SessionPreferences:
     ) -> ClosedChoice | None:
         """``choice`` with its candidates' bonuses (:meth:`prefer`); ``before``: the
         block's tokens between the prefix and the choice."""
-        if choice is None or not self._preferred:
+        if choice is None or not (self._preferred or self._lasting):
             return choice
-        if not all(c.text in self._preferred for c in choice.candidates):
+        texts = [c.text for c in choice.candidates]
+        if not all(t in self._preferred or t in self._lasting for t in texts):
             return choice  # another choice (an enum), not the one the bonuses rank
-        bonus = tuple(float(self._preferred[c.text]) for c in choice.candidates)
-        if self._prefer_once:
-            texts = [c.text for c in choice.candidates]
+        bonus = tuple(float(self._preferred.get(t, 0.0)) for t in texts)
+        if self._prefer_once and self._preferred:
             held = self._held_strings(texts, before)
             if held:
                 low = min(bonus)
                 bonus = tuple(low if t in held else b for t, b in zip(texts, bonus, strict=True))
+        bonus = tuple(
+            b + float(self._lasting.get(t, 0.0)) for t, b in zip(texts, bonus, strict=True)
+        )
         return replace(choice, bonus=bonus) if any(bonus) else choice
 
     def _held_strings(self, texts: Sequence[str], before: Sequence[int]) -> set[str]:

@@ -268,6 +268,7 @@ def evaluate(
     tool_relevance: float = 0.0,
     tool_similarity: float = 0.0,
     answer_bonus: float = 0.0,
+    argument_fit: float = 0.0,
     follow_up_calls: bool = False,
     drop_redundant_calls: bool = False,
     restore_near_copies: bool = False,
@@ -285,7 +286,9 @@ def evaluate(
     its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
     bonus favours a tool once per step (``prefer(..., once=True)``).
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
-    like one no tool serves (:mod:`agentflow.engine.tool_priors`).
+    like one no tool serves (:mod:`agentflow.engine.tool_priors`). ``argument_fit``
+    (a weight; 0: off) penalises the tools the request's values cannot fill
+    (:mod:`agentflow.engine.argument_fit`) where the case's last turn is the user's.
     ``follow_up_calls`` decodes one more call where the calls leave a clause of the
     request with values untouched (:mod:`agentflow.engine.call_coverage`);
     ``drop_redundant_calls`` then drops the calls after the first that take no new
@@ -343,6 +346,7 @@ def evaluate(
             similarity_weight=tool_similarity,
             answer_bonus=answer_bonus if follow is None else 0.0,
             vectors=vectors,
+            fit_weight=argument_fit if samples[i].messages[-1].role == "user" else 0.0,
         ).apply(session)
         return session
 
@@ -411,6 +415,7 @@ def evaluate(
         "tool_relevance": tool_relevance,
         "tool_similarity": tool_similarity,
         "answer_bonus": answer_bonus,
+        "argument_fit": argument_fit,
         "follow_up_calls": follow_up_calls,
         "drop_redundant_calls": drop_redundant_calls,
         "restore_near_copies": restore_near_copies,

@@ -69,8 +69,10 @@ def test_the_bonuses_go_to_the_session_only_where_there_are_some() -> None:
         def __init__(self) -> None:
             self.calls: list[tuple[str, object]] = []
 
-        def prefer(self, bonuses: dict[str, float], *, once: bool) -> None:
-            self.calls.append(("prefer", (bonuses, once)))
+        def prefer(
+            self, bonuses: dict[str, float], *, once: bool, lasting: dict[str, float]
+        ) -> None:
+            self.calls.append(("prefer", (bonuses, once, lasting)))
 
         def prefer_keys(self, bonuses: dict[str, float]) -> None:
             self.calls.append(("prefer_keys", bonuses))
@@ -80,7 +82,10 @@ def test_the_bonuses_go_to_the_session_only_where_there_are_some() -> None:
     assert session.calls == []
     StepBonuses({"a": 1.0, "b": 0.0}, {"final": 8.0, "tool_calls": 0.0}).apply(session)
     assert session.calls == [
-        ("prefer", ({"a": 1.0, "b": 0.0}, True)),
+        ("prefer", ({"a": 1.0, "b": 0.0}, True, {})),
         ("prefer_keys", {"final": 8.0, "tool_calls": 0.0}),
     ]
+    session.calls.clear()
+    StepBonuses(lasting={"a": -6.0, "b": 0.0}).apply(session)
+    assert session.calls == [("prefer", ({}, True, {"a": -6.0, "b": 0.0}))]
     assert not serves_no_tool("thanks, bye", [], WordVectors.load())

@@ -21,6 +21,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from agentflow import Agent, MaxStepsExceeded, tool
+from agentflow.engine.argument_fit import fit_bonuses
 from agentflow.engine.chat_template import (
     SPECIAL_TOKENS,
     ChatMessage,
@@ -40,7 +41,7 @@ from agentflow.engine.tokenizer import Tokenizer
 from agentflow.engine.tool_priors import step_bonuses
 from agentflow.engine.tool_similarity import WordVectors
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
-from agentflow.models.embedded import ANSWER_BONUS, TOOL_RELEVANCE, TOOL_SIMILARITY
+from agentflow.models.embedded import ANSWER_BONUS, ARGUMENT_FIT, TOOL_RELEVANCE, TOOL_SIMILARITY
 
 
 @tool
@@ -367,7 +368,12 @@ async def test_steps_keep_their_automata_in_the_cache_folder(
 
 @pytest.mark.parametrize(
     ("name", "bad"),
-    [("tool_relevance", "high"), ("tool_similarity", float("inf")), ("answer_bonus", -2.0)],
+    [
+        ("tool_relevance", "high"),
+        ("tool_similarity", float("inf")),
+        ("answer_bonus", -2.0),
+        ("argument_fit", -1.0),
+    ],
 )
 def test_a_tool_weight_out_of_range_is_refused(dlm_path: Path, name: str, bad: object) -> None:
     with pytest.raises(ValueError, match=name):
@@ -397,6 +403,35 @@ def test_a_step_may_set_its_own_tool_weights(dlm_path: Path, vectors: WordVector
     )
     assert job.settings == {"temperature": 0.0}  # not a decoding knob
     assert model._bonuses(model._job(req, None)).tools == {}
+
+
+@tool
+def refund_order(order_id: str, amount: float) -> str:
+    """Send money back to the customer."""
+    return "refunded"
+
+
+def test_steps_penalise_the_tools_a_request_cannot_fill(dlm_path: Path) -> None:
+    model = EmbeddedModel(dlm_path, tool_relevance=0.0, tool_similarity=0.0, answer_bonus=0.0)
+    agent = Agent("support", "Help.", [get_order, refund_order], model=model)
+    req = request(agent, "any news on my order ord_58213?")
+    lasting = model._bonuses(model._job(req, None)).lasting
+    # No amount in the request: the refund's required number has nothing to take.
+    assert lasting == fit_bonuses(req.messages[-1].content, req.tools, ARGUMENT_FIT)
+    assert lasting == {"get_order": 0.0, "refund_order": -ARGUMENT_FIT}
+    off = replace(req, settings={"argument_fit": 0.0})
+    assert model._bonuses(model._job(off, None)).lasting == {}
+    # After a tool result the values come from it: the request is not read.
+    call = '{"tool_calls":[{"name":"get_order","arguments":{"order_id":"ord_58213"}}]}'
+    later = replace(
+        req,
+        messages=[
+            *req.messages,
+            ChatMessage(role="assistant", content=call),
+            ChatMessage(role="tool", content='{"status":"shipped"}', name="get_order"),
+        ],
+    )
+    assert model._bonuses(model._job(later, None)).lasting == {}
 
 
 def test_tool_similarity_without_its_word_vectors_fails_the_step_by_name(

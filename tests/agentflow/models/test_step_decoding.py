@@ -78,6 +78,7 @@ def job(
         tool_relevance=0.0,
         tool_similarity=0.0,
         answer_bonus=2.0,
+        argument_fit=0.0,
         follow_up_calls=True,
         drop_redundant_calls=True,
         restore_near_copies=True,

@@ -336,6 +336,35 @@ def test_a_value_preferred_once_gets_its_bonus_back_after_a_rollback(
     assert bonus()["get_order"] == 3.0
 
 
+def test_lasting_bonuses_hold_for_every_choice(
+    build_automaton: Callable[[str], TokenAutomaton], tokenizer: Tokenizer
+) -> None:
+    pair = Constraint(build_automaton(compile_json_schema(PAIR_SCHEMA).regex), tokenizer)
+    session = pair.session(40)
+    lasting = {"get_order": 0.0, "cancel_order": -6.0, "get_orders": 0.0}
+    session.prefer({"get_order": 3.0, "cancel_order": 2.0}, once=True, lasting=lasting)
+    session.advance(session.forced_tokens())
+
+    def bonus() -> dict[str, float]:
+        choice = session.next_choice(room=40)
+        assert choice is not None
+        return {c.text: b for c, b in zip(choice.candidates, choice.bonus, strict=True)}
+
+    assert bonus() == {"get_order": 3.0, "cancel_order": -4.0, "get_orders": 0.0}
+    session.advance(tokenizer.encode('get_order","'))
+    # The once-bonus of the value held falls to the lowest (0: get_orders has none);
+    # the lasting penalty stays, and is not what "lowest" reads.
+    assert bonus() == {"get_order": 0.0, "cancel_order": -4.0, "get_orders": 0.0}
+    # Lasting bonuses alone make the choice a preferred one.
+    alone = pair.session(40)
+    alone.prefer({}, lasting=lasting)
+    alone.advance(alone.forced_tokens())
+    choice = alone.next_choice(room=40)
+    assert choice is not None
+    found = {c.text: b for c, b in zip(choice.candidates, choice.bonus, strict=True)}
+    assert found == lasting
+
+
 KEYS_SCHEMA = {
     "oneOf": [
         {

@@ -1,0 +1,146 @@
+"""Which tools a request's values can fill: a prior for tool choice from the arguments.
+
+The words of a request can point a small model at a tool that cannot take what
+the request gives it: "do we know omar@initech.io?" called ``find_order`` with
+the e-mail as its order id, "any news on my order ord_45547?" ``refund_order``
+with a made-up amount. The values say what kind of call is meant, whatever the
+phrasing: an e-mail address goes to a tool that takes one, a number to a tool
+with a numeric parameter.
+
+Each tool counts its *misfits* against the values of one clause of the request
+(:func:`~.call_coverage.clauses`; of the clauses that hold values, the one it
+fits best counts, since a request of two clauses serves two calls — "good
+morning." or "asap please" holds none and counts for no tool):
+
+- a required numeric parameter (``integer``/``number``, no ``enum``) with no
+  number of the clause left for it;
+- a required string parameter for an e-mail (its name or description says
+  *email*, *mail*, *recipient* or *contact*) with no e-mail of the clause left
+  for it, and likewise for a version (*version*, *release*, *build*, *tag*);
+- an e-mail in the clause while the tool's name, description and parameters
+  mention none, and likewise for a version.
+
+Descriptions are read without their example values ("Which machine, e.g.
+mail-dev16" is not about mail).
+
+The bonus on the tool-name choice (``ConstraintSession.prefer``) is ``-weight``
+per misfit; a tool that fits gets none, and the model still decides between the
+tools that fit. Only the kinds of values whose slot a tool's schema or words say
+plainly are read: a host, an id or a name fits any string parameter.
+docs/constraints.md ("Argument fit") has the measurements behind the default
+weight.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from .call_coverage import clause_values, clauses
+from .tool_relevance import as_bonuses, request_words, same_word
+
+#: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
+#: --argument-fit`` is off unless given).
+DEFAULT_WEIGHT = 16.0
+
+#: The kinds of value whose slot a tool's words say plainly, with those words.
+KIND_WORDS: dict[str, tuple[str, ...]] = {
+    "email": ("email", "mail", "recipient", "contact"),
+    "version": ("version", "release", "build", "tag"),
+}
+
+_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
+_VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
+_NUMBER = re.compile(r"^[$€£#]?-?\d+(?:[.,]\d+)?%?$")
+
+
+class ToolWithSchema(Protocol):
+    """What argument fit reads of a tool (``ToolSpec`` has all three)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def description(self) -> str: ...
+
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+
+
+def value_kind(value: str) -> str:
+    """``"email"``, ``"version"`` (``v1.2``, ``5.2.10``), ``"number"`` (``40``,
+    ``$18.50``, ``#86669``) or ``"text"`` (anything else: an id, a host, a name)."""
+    if _EMAIL.match(value):
+        return "email"
+    if _VERSION.match(value):
+        return "version"
+    if _NUMBER.match(value):
+        return "number"
+    return "text"
+
+
+def misfits(tool: ToolWithSchema, values: Sequence[str]) -> int:
+    """How many of the rules in this module's docstring ``tool`` breaks against
+    ``values`` (the values of one clause)."""
+    properties = tool.parameters.get("properties") or {}
+    required = tool.parameters.get("required") or []
+    kinds = [value_kind(v) for v in values]
+    left = {kind: kinds.count(kind) for kind in ("number", *KIND_WORDS)}
+    count = 0
+    for name in required:
+        schema = properties.get(name)
+        if not isinstance(schema, Mapping) or "enum" in schema:
+            continue
+        wanted = "number" if schema.get("type") in ("integer", "number") else _kind_of(name, schema)
+        if wanted is None:
+            continue
+        if left[wanted]:
+            left[wanted] -= 1
+        else:
+            count += 1
+    for kind in KIND_WORDS:
+        if kind in kinds and not _mentions(tool, properties, kind):
+            count += 1
+    return count
+
+
+def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, float]:
+    """Each tool's fit to ``request``: minus its fewest :func:`misfits` over the
+    request's clauses that hold values (0: some clause's values fit it; with no
+    values anywhere, a tool that needs some misfits)."""
+    parts = [v for v in (clause_values(c) for c in clauses(request)) if v] or [[]]
+    return {t.name: float(-min(misfits(t, values) for values in parts)) for t in tools}
+
+
+def fit_bonuses(
+    request: str, tools: Sequence[ToolWithSchema], weight: float = DEFAULT_WEIGHT
+) -> dict[str, float]:
+    """``weight`` × :func:`argument_fit` as log-space bonuses (0 or less) for the
+    tool-name choice; an empty dict when every tool fits, fewer than two are
+    listed or ``weight`` is 0."""
+    if weight == 0 or len(tools) < 2:
+        return {}
+    return as_bonuses(argument_fit(request, tools), weight)
+
+
+def _kind_of(name: str, schema: Mapping[str, Any]) -> str | None:
+    """The kind of value a string parameter is named or described for, if any."""
+    if schema.get("type", "string") != "string":
+        return None
+    text = f"{name} {schema.get('description') or ''}"
+    return next((kind for kind in KIND_WORDS if _says(text, kind)), None)
+
+
+def _mentions(tool: ToolWithSchema, properties: Mapping[str, Any], kind: str) -> bool:
+    if _says(f"{tool.name} {tool.description or ''}", kind):
+        return True
+    return any(
+        isinstance(schema, Mapping) and _kind_of(name, schema) == kind
+        for name, schema in properties.items()
+    )
+
+
+def _says(text: str, kind: str) -> bool:
+    """True when ``text``'s words, example values left out, include one of ``kind``'s."""
+    return any(same_word(w, k) for w in request_words(text) for k in KIND_WORDS[kind])

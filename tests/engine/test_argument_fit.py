@@ -1,0 +1,136 @@
+"""Argument fit: tools the request's values cannot fill lose score on the tool-name choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from agentflow.engine.argument_fit import argument_fit, fit_bonuses, misfits, value_kind
+from agentflow.engine.chat_template import ToolSpec
+from agentflow.engine.tool_priors import step_bonuses
+
+
+def tool(name: str, description: str, required: dict[str, Any], **optional: Any) -> ToolSpec:
+    properties = {**required, **optional}
+    return ToolSpec(
+        name, description, {"type": "object", "properties": properties, "required": list(required)}
+    )
+
+
+STRING = {"type": "string"}
+FIND_ORDER = tool("find_order", "Return order details", {"id": STRING})
+GET_CUSTOMER = tool("get_customer", "Search customers", {"contact": STRING})
+REFUND = tool("refund_order", "Send money back", {"id": STRING, "amount": {"type": "number"}})
+NOTIFY = tool("notify", "Email a note to an address", {"address": STRING, "body": STRING})
+SCALE = tool("set_workers", "Scale a deployment", {"name": STRING, "size": {"type": "integer"}})
+TOOLS = [FIND_ORDER, GET_CUSTOMER, REFUND, NOTIFY, SCALE]
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ("omar@initech.io", "email"),
+        ("40", "number"),
+        ("$18.50", "number"),
+        ("#86669", "number"),
+        ("5.2.10", "version"),
+        ("v0.27.17", "version"),
+        ("ord_45547", "text"),
+        ("web-prod-03", "text"),
+    ],
+)
+def test_values_have_a_kind(value: str, kind: str) -> None:
+    assert value_kind(value) == kind
+
+
+def test_an_email_fits_the_tools_that_take_one() -> None:
+    fit = argument_fit("do we know omar@initech.io?", TOOLS)
+    # get_customer's parameter says "contact"; notify's description says "email"
+    # (its "body" is free text, so nothing is missing).
+    assert fit["get_customer"] == 0
+    assert fit["notify"] == 0
+    assert fit["find_order"] == -1  # an e-mail and nowhere to put one
+    assert fit["refund_order"] == -2  # and no number for its amount either
+
+
+def test_a_required_number_needs_a_number_in_the_request() -> None:
+    fit = argument_fit("any news on my order ord_45547?", TOOLS)
+    assert fit["find_order"] == 0
+    assert fit["refund_order"] == -1
+    assert fit["set_workers"] == -1
+    assert argument_fit("we need 40 memcached pods", TOOLS)["set_workers"] == 0
+    # A version is not a count (and set_workers has no place for one either).
+    assert argument_fit("push 5.2.10 of grafana", TOOLS)["set_workers"] == -2
+
+
+def test_a_version_fits_the_tools_that_take_one() -> None:
+    deploy = tool("roll_out", "Ship a build", {"name": STRING, "tag": STRING, "env": STRING})
+    restart = tool(
+        "cycle_unit",
+        "Restart one service",
+        {"machine": {"type": "string", "description": "Which machine, e.g. build-dev-1."}},
+    )
+    fit = argument_fit("put node-exporter v0.27.17 on qa", [deploy, restart])
+    assert fit == {"roll_out": 0.0, "cycle_unit": -1.0}
+    # The example host in a description ("build-dev-1") says nothing of versions.
+    assert argument_fit("restart nginx on web-1", [deploy, restart]) == {
+        "roll_out": -1.0,  # its "tag" wants a version
+        "cycle_unit": 0.0,
+    }
+
+
+def test_each_number_fills_one_parameter() -> None:
+    two = tool("resize", "", {"cpu": {"type": "integer"}, "memory": {"type": "integer"}})
+    assert misfits(two, ["4"]) == 1
+    assert misfits(two, ["4", "16"]) == 0
+
+
+def test_enums_and_optional_parameters_are_not_read() -> None:
+    plan = tool(
+        "switch_plan",
+        "Switch the billing plan",
+        {"tier": {"type": "integer", "enum": [1, 2, 3]}},
+        limit={"type": "integer"},
+    )
+    assert misfits(plan, []) == 0
+
+
+def test_the_clause_that_fits_best_counts() -> None:
+    # Two requests in one message: each tool fits one of the clauses.
+    request = "refund 18.50 on ord_1. and then is there an account with a@b.io"
+    fit = argument_fit(request, TOOLS)
+    assert fit["refund_order"] == 0
+    assert fit["get_customer"] == 0
+    # A clause without values ("asap please") is no clause a tool fits.
+    assert argument_fit("do we know a@b.io? - asap please", TOOLS)["find_order"] == -1
+    assert argument_fit("good morning. we need more workers", TOOLS)["set_workers"] == -1
+
+
+def test_bonuses_are_penalties_scaled_by_the_weight() -> None:
+    bonuses = fit_bonuses("do we know omar@initech.io?", TOOLS, 6.0)
+    assert bonuses == {
+        "find_order": -6.0,
+        "get_customer": 0.0,
+        "refund_order": -12.0,
+        "notify": 0.0,
+        "set_workers": -12.0,
+    }
+    assert fit_bonuses("do we know omar@initech.io?", TOOLS, 0.0) == {}
+    assert fit_bonuses("do we know omar@initech.io?", [FIND_ORDER], 6.0) == {}
+    # Every tool fits: nothing to prefer.
+    assert fit_bonuses("look up ord_1", [FIND_ORDER, NOTIFY], 6.0) == {}
+    # A parameter named for an e-mail needs one.
+    assert fit_bonuses("look up ord_1", [FIND_ORDER, GET_CUSTOMER], 6.0)["get_customer"] == -6.0
+
+
+def test_a_step_adds_the_fit_to_the_other_tool_bonuses() -> None:
+    request = "do we know omar@initech.io?"
+    off = {"relevance_weight": 7.0, "similarity_weight": 0.0, "answer_bonus": 0.0}
+    without = step_bonuses(request, TOOLS, vectors=None, **off)
+    with_fit = step_bonuses(request, TOOLS, vectors=None, fit_weight=6.0, **off)
+    assert with_fit.tools == without.tools
+    assert with_fit.lasting == fit_bonuses(request, TOOLS, 6.0)
+    assert without.lasting == {}
+    with pytest.raises(ValueError, match="argument fit weight"):
+        step_bonuses(request, TOOLS, vectors=None, fit_weight=-1.0, **off)
