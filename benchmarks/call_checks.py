@@ -1,7 +1,9 @@
 """What the checks on an action's calls fix and cost: ``EmbeddedModel`` steps with
 them (the default) and without.
 
-After decoding, ``EmbeddedModel`` checks an action's calls against the request's
+``EmbeddedModel`` decodes a message holding several requests one request at a
+time, in one batch, and joins their calls (``split_requests``,
+``agentflow.engine.request_parts``). After decoding, it checks an action's calls against the request's
 values (``agentflow.engine.call_coverage``, ``agentflow.engine.near_copies``):
 it decodes the part of the request the calls left untouched as a request of its
 own and adds its calls (``follow_up_calls``), drops the calls after the first
@@ -15,9 +17,11 @@ step through both in alternating order:
 
 - tool choice and exact arguments (scored as ``agentflow eval`` scores them) per
   kind of request, each way, with the steps fixed and broken;
-- how many steps decoded a follow-up, kept it, dropped calls, restored values;
-- seconds and forward passes per step, each way, over all steps and over the
-  steps that decoded a follow-up (their cost is the second decode).
+- how many steps were split (and joined), decoded a follow-up, kept it, dropped
+  calls, restored values;
+- seconds and forward passes per step, each way, over all steps, over the steps
+  that were split (their cost is a row per request) and over those that decoded
+  a follow-up (their cost is the second decode).
 
     python benchmarks/call_checks.py [--cases 384] [--seed 777] [--mode diffusion]
 
@@ -41,9 +45,15 @@ from agentflow.engine.constraints import action_schema
 from agentflow.engine.training.corpus import Sample
 from agentflow.engine.training.evaluate import eval_cases, score
 from agentflow.models import EmbeddedModel, StepRequest
-from agentflow.models._step_decoding import FOLLOW_UP
+from agentflow.models._step_decoding import FOLLOW_UP, NOT_JOINED, SPLIT
 
-CHECKS = ("follow_up_calls", "drop_redundant_calls", "restore_near_copies", "drop_made_up_options")
+CHECKS = (
+    "split_requests",
+    "follow_up_calls",
+    "drop_redundant_calls",
+    "restore_near_copies",
+    "drop_made_up_options",
+)
 METRICS = ("tool_choice", "exact_args")
 
 
@@ -76,6 +86,8 @@ def one_step(model: EmbeddedModel, sample: Sample, step: StepRequest) -> dict[st
         **{m: bool(scores[m]) for m in METRICS},
         "seconds": seconds,
         "forward_passes": response.usage.forward_passes,
+        "split": SPLIT in reason,
+        "joined": SPLIT in reason and NOT_JOINED not in reason,
         "follow_up": FOLLOW_UP in reason,
         "kept": FOLLOW_UP in reason and "(dropped" not in reason,
         "redundant": REDUNDANT in reason,
@@ -130,11 +142,18 @@ def scores(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, Any
 
 
 def cost(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, Any]:
-    """Milliseconds and forward passes per step, each way: over all steps and over
-    the steps that decoded a follow-up."""
+    """Milliseconds and forward passes per step, each way: over all steps, the steps
+    that were split and those that decoded a follow-up."""
+    split = [i for i, r in enumerate(on) if r["split"]]
     decoded = [i for i, r in enumerate(on) if r["follow_up"]]
     out = {}
-    for label, idx in (("all steps", list(range(len(on)))), ("with a follow-up", decoded)):
+    for label, idx in (
+        ("all steps", list(range(len(on)))),
+        ("split", split),
+        ("with a follow-up", decoded),
+    ):
+        if not idx:
+            continue
         a, b = [off[i] for i in idx], [on[i] for i in idx]
         c = {
             "steps": len(idx),
@@ -169,10 +188,12 @@ def main(argv: list[str] | None = None) -> int:
         steps,
     )
     counts = {
-        k: sum(r[k] for r in on) for k in ("follow_up", "kept", "redundant", "restored", "made_up")
+        k: sum(r[k] for r in on)
+        for k in ("split", "joined", "follow_up", "kept", "redundant", "restored", "made_up")
     }
     print(
-        f"{len(steps)} held-out steps (seed {args.seed}, {args.mode}); follow-ups decoded in "
+        f"{len(steps)} held-out steps (seed {args.seed}, {args.mode}); split in "
+        f"{counts['split']} (joined in {counts['joined']}); follow-ups decoded in "
         f"{counts['follow_up']}, kept in {counts['kept']}; redundant calls dropped in "
         f"{counts['redundant']}; near copies restored in {counts['restored']}; made-up "
         f"options dropped in {counts['made_up']}"

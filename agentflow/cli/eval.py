@@ -88,6 +88,12 @@ def add_parser(subparsers: Any) -> None:
         "and no number; agentflow.engine.argument_fit; default 0: off)",
     )
     parser.add_argument(
+        "--split-requests",
+        action="store_true",
+        help="decode a message holding several requests one request at a time, in the same "
+        "batch, and join their calls (agentflow.engine.request_parts)",
+    )
+    parser.add_argument(
         "--follow-up-calls",
         action="store_true",
         help="where the calls leave a clause of the request with values untouched, decode "
@@ -251,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         tool_similarity=args.tool_similarity,
         answer_bonus=args.answer_bonus,
         argument_fit=args.argument_fit,
+        split_requests=args.split_requests,
         follow_up_calls=args.follow_up_calls,
         drop_redundant_calls=args.drop_redundant_calls,
         restore_near_copies=args.restore_near_copies,

@@ -37,6 +37,9 @@ ANSWER_BONUS = DEFAULT_ANSWER_BONUS
 #: and no parameter for one, a required number and no number; docs/constraints.md,
 #: "Argument fit").
 ARGUMENT_FIT = FIT_WEIGHT
+#: Decode a message holding several requests one request at a time and join their
+#: calls (docs/constraints.md, "Requests decoded one by one").
+SPLIT_REQUESTS = True
 #: Where an action's calls leave a part of the request with values untouched, decode
 #: one more call for it (docs/constraints.md, "Follow-up calls").
 FOLLOW_UP_CALLS = True

@@ -2,7 +2,11 @@
 
 Runs in ``EmbeddedModel``'s worker thread. :func:`decode_jobs` makes one engine
 call for a batch of jobs and turns each row into a :class:`StepOutcome` (text and
-usage). :func:`decode_follow_ups` then finds the actions whose calls leave a part
+usage). :func:`request_rows` gives a job whose message holds several requests
+one row per request (:mod:`agentflow.engine.request_parts`), and
+:func:`decode_planned` decodes the batch's rows in one call and joins each such
+job's calls, decoding the message whole where they do not join.
+:func:`decode_follow_ups` then finds the actions whose calls leave a part
 of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
 decodes that part as a request of its own in a second engine call, and merges the
 new calls into each action where they use a value left. :func:`mend_actions` last
@@ -19,13 +23,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ._step_jobs import StepJob, StepOutcome, follow_up_job
+from ._step_jobs import StepJob, StepOutcome, part_job
 from .base import StepUsage
 
 #: How a step's usage reason names its follow-up call (then the part it was for).
 FOLLOW_UP = "a follow-up call for:"
 #: Why a follow-up's calls were not kept.
 DROPPED = "no new call used one of its values"
+#: How a step's usage reason says its message was decoded one request at a time.
+SPLIT = "decoded one request at a time:"
+#: ... and that the parts' calls did not join, so the message was decoded whole.
+NOT_JOINED = "not joined, decoded whole"
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +41,10 @@ if TYPE_CHECKING:
     from agentflow.engine.call_coverage import FollowUp
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.hybrid_stats import ServedMode
+    from agentflow.engine.request_parts import SplitRequest
+
+#: A job, the parts of its message (None: decoded whole) and the jobs that decode it.
+Planned = tuple[StepJob, "SplitRequest | None", list[StepJob]]
 
 
 def decode_jobs(
@@ -81,6 +93,90 @@ def decode_jobs(
     return out
 
 
+def request_rows(job: StepJob) -> tuple[SplitRequest | None, list[StepJob]]:
+    """The parts of ``job``'s message and a job per part where it asks for it
+    (``job.split``), decodes right after the request and the message holds several
+    requests its schema has room for (:func:`~agentflow.engine.request_parts.split_request`);
+    otherwise ``(None, [job])``."""
+    if not job.split or not job.follows_request:
+        return None, [job]
+    from agentflow.engine.request_parts import split_request
+
+    split = split_request(job.request, job.schema)
+    parts = [part_job(job, part) for part in split.parts] if split else []
+    if split is None or any(p is None for p in parts):
+        return None, [job]
+    return split, [p for p in parts if p is not None]
+
+
+def decode_planned(
+    engine: Any,
+    tokenizer: Any,
+    plan: Sequence[Planned],
+    sessions: Sequence[Any],
+    config: GenerationConfig,
+    mode: str,
+    model_name: str,
+    new_session: Callable[[StepJob], Any],
+) -> tuple[dict[int, StepOutcome], set[int]]:
+    """Decode every row of ``plan`` (``sessions``: one per row, in order) in one
+    engine call; join the parts' calls of each split job
+    (:meth:`~agentflow.engine.request_parts.SplitRequest.joined`), and decode the
+    jobs whose parts do not join whole in a second call. The outcomes by
+    ``id(job)``, and the ids of the jobs served by their parts. A split job's usage
+    counts every decode it took."""
+    rows = [row for _, _, job_rows in plan for row in job_rows]
+    out = decode_jobs(engine, tokenizer, rows, sessions, config, mode, model_name)
+    done: dict[int, StepOutcome] = {}
+    joined: set[int] = set()
+    whole: list[tuple[StepJob, StepUsage, str]] = []
+    for job, split, job_rows in plan:
+        if split is None:
+            done[id(job)] = out[id(job)]
+            continue
+        usage = replace(out[id(job_rows[0])].usage)
+        for row in job_rows[1:]:
+            usage = added(usage, out[id(row)].usage)
+        note = f"{SPLIT} {' | '.join(split.parts)}"
+        text = split.joined([out[id(row)].text for row in job_rows], job.schema)
+        if text is None:
+            whole.append((job, usage, note))
+            continue
+        usage.reason += f"; {note}"
+        done[id(job)] = StepOutcome(text=text, usage=usage)
+        joined.add(id(job))
+        if job.on_text is not None:
+            job.on_text(text)
+    if whole:
+        again = decode_jobs(
+            engine,
+            tokenizer,
+            [job for job, _, _ in whole],
+            [new_session(job) for job, _, _ in whole],
+            config,
+            mode,
+            model_name,
+        )
+        for job, parts_usage, note in whole:
+            outcome = again[id(job)]
+            usage = added(outcome.usage, parts_usage)
+            usage.reason += f"; {note} ({NOT_JOINED})"
+            done[id(job)] = StepOutcome(text=outcome.text, usage=usage)
+    return done, joined
+
+
+def added(first: StepUsage, extra: StepUsage) -> StepUsage:
+    """``first`` with the tokens and passes of ``extra`` added (a copy)."""
+    return replace(
+        first,
+        input_tokens=first.input_tokens + extra.input_tokens,
+        output_tokens=first.output_tokens + extra.output_tokens,
+        forward_passes=first.forward_passes + extra.forward_passes,
+        forced_tokens=first.forced_tokens + extra.forced_tokens,
+        cached_input_tokens=first.cached_input_tokens + extra.cached_input_tokens,
+    )
+
+
 def decode_follow_ups(
     engine: Any,
     tokenizer: Any,
@@ -93,7 +189,7 @@ def decode_follow_ups(
 ) -> int:
     """Decode the follow-up calls that the outcomes ``done`` of ``jobs`` owe, each for
     the part of its request left untouched as a request of its own
-    (:func:`follow_up_job`), and put each merged action whose new calls use a value
+    (:func:`part_job`), and put each merged action whose new calls use a value
     left in ``done`` (its usage counts both decodes, kept or not); how many were
     kept. ``new_session(job)``: a constraint session for a follow-up's job. Where
     the second decode fails, the first actions stand and their reason says so."""
@@ -104,7 +200,7 @@ def decode_follow_ups(
         follow = follow_up(done[id(job)].text, job.request)
         if follow is None or not follow.fits(job.schema):
             continue
-        again = follow_up_job(job, follow.untouched)
+        again = part_job(job, follow.untouched)
         if again is not None:
             owed.append((job, follow, again))
     if not owed:
@@ -130,14 +226,7 @@ def decode_follow_ups(
     kept = 0
     for job, follow, again in owed:
         first, extra = done[id(job)], more[id(again)]
-        usage = replace(  # the follow-up's decode is the step's cost, kept or not
-            first.usage,
-            input_tokens=first.usage.input_tokens + extra.usage.input_tokens,
-            output_tokens=first.usage.output_tokens + extra.usage.output_tokens,
-            forward_passes=first.usage.forward_passes + extra.usage.forward_passes,
-            forced_tokens=first.usage.forced_tokens + extra.usage.forced_tokens,
-            cached_input_tokens=first.usage.cached_input_tokens + extra.usage.cached_input_tokens,
-        )
+        usage = added(first.usage, extra.usage)  # the follow-up's cost, kept or not
         merged = follow.merged(extra.text, job.schema)
         if merged is None:
             usage.reason += f"; {FOLLOW_UP} {follow.untouched} (dropped: {DROPPED})"

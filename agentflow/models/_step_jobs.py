@@ -33,6 +33,7 @@ STEP_SETTINGS = (
     "tool_similarity",
     "answer_bonus",
     "argument_fit",
+    "split_requests",
     "follow_up_calls",
     "drop_redundant_calls",
     "restore_near_copies",
@@ -73,6 +74,8 @@ class StepJob:
     #: Penalty per kind of value a tool cannot take from the request (argument fit);
     #: applied where the request is the conversation's last turn.
     fit: float = 0.0
+    #: Decode a message holding several requests one request at a time.
+    split: bool = False
 
     @property
     def follows_request(self) -> bool:
@@ -99,14 +102,15 @@ def step_job(
     tool_similarity: float,
     answer_bonus: float,
     argument_fit: float,
+    split_requests: bool,
     follow_up_calls: bool,
     drop_redundant_calls: bool,
     restore_near_copies: bool,
     drop_made_up_options: bool,
 ) -> StepJob:
     """The job of ``request``; its ``settings`` may override the mode's ``reason``,
-    the tool-choice weights, the answer bonus, the argument fit and the call checks
-    (``follow_up_calls``, ``drop_redundant_calls``, ``restore_near_copies``,
+    the tool-choice weights, the answer bonus, the argument fit, ``split_requests``
+    and the call checks (``follow_up_calls``, ``drop_redundant_calls``, ``restore_near_copies``,
     ``drop_made_up_options``); ValueError names a mode, weight or flag out of range."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
@@ -122,6 +126,7 @@ def step_job(
     )
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
     fit = check_weight(request.settings.get("argument_fit", argument_fit), "argument_fit")
+    split = _flag(request.settings, "split_requests", split_requests)
     follow_up = _flag(request.settings, "follow_up_calls", follow_up_calls)
     drop_redundant = _flag(request.settings, "drop_redundant_calls", drop_redundant_calls)
     restore_copies = _flag(request.settings, "restore_near_copies", restore_near_copies)
@@ -149,6 +154,7 @@ def step_job(
         drop_options,
         request,
         fit,
+        split,
     )
 
 
@@ -159,12 +165,13 @@ def _flag(settings: dict[str, Any], name: str, default: bool) -> bool:
     return value
 
 
-def follow_up_job(job: StepJob, part: str) -> StepJob | None:
-    """The job that decodes ``part`` of ``job``'s request (what its action left
-    untouched) as a request of its own: the same conversation, tools and prior,
-    ``part`` in place of the request, no answer bonus, nothing streamed. None when
-    the conversation went on after the request (tool results, an earlier action):
-    the calls made since then are not ``job``'s to complete."""
+def part_job(job: StepJob, part: str) -> StepJob | None:
+    """The job that decodes ``part`` of ``job``'s request (one request of several,
+    or what its action left untouched) as a request of its own: the same
+    conversation, tools and prior, ``part`` in place of the request, no answer
+    bonus, no split or follow-up of its own, nothing streamed. None when the
+    conversation went on after the request (tool results, an earlier action): the
+    calls made since then are not ``job``'s to complete."""
     if job.step is None:
         return None
     messages = with_request(job.step.messages, part)
@@ -182,5 +189,6 @@ def follow_up_job(job: StepJob, part: str) -> StepJob | None:
         request=part,
         answer=0.0,
         follow_up=False,
+        split=False,
         step=step,
     )

@@ -41,11 +41,18 @@ from ._decoding_defaults import (
     DROP_REDUNDANT_CALLS,
     FOLLOW_UP_CALLS,
     RESTORE_NEAR_COPIES,
+    SPLIT_REQUESTS,
     TEXT_THRESHOLD,
     TOOL_RELEVANCE,
     TOOL_SIMILARITY,
 )
-from ._step_decoding import decode_follow_ups, decode_jobs, mend_actions
+from ._step_decoding import (
+    Planned,
+    decode_follow_ups,
+    decode_planned,
+    mend_actions,
+    request_rows,
+)
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -109,7 +116,9 @@ class EmbeddedModel:
     from a tool per kind of value the request cannot give it — an e-mail and no
     parameter for one, a required number and no number
     (:mod:`agentflow.engine.argument_fit`), on the steps right after a request.
-    ``follow_up_calls``: where the calls of an action leave a
+    ``split_requests``: decode a message that holds several requests ("status of
+    2537? plus void ORD-91016") one request at a time, in the same batch, and join
+    their calls (:mod:`agentflow.engine.request_parts`). ``follow_up_calls``: where the calls of an action leave a
     part of the request with values untouched ("send me invoice INV-1. downgrade
     cus_457"), decode that part as a request of its own and add its calls to the
     action when they use those values (:mod:`agentflow.engine.call_coverage`).
@@ -140,6 +149,7 @@ class EmbeddedModel:
         tool_similarity: float = TOOL_SIMILARITY,
         answer_bonus: float = ANSWER_BONUS,
         argument_fit: float = ARGUMENT_FIT,
+        split_requests: bool = SPLIT_REQUESTS,
         follow_up_calls: bool = FOLLOW_UP_CALLS,
         drop_redundant_calls: bool = DROP_REDUNDANT_CALLS,
         restore_near_copies: bool = RESTORE_NEAR_COPIES,
@@ -167,6 +177,7 @@ class EmbeddedModel:
         self.tool_similarity = tool_similarity
         self.answer_bonus = answer_bonus
         self.argument_fit = argument_fit
+        self.split_requests = split_requests
         self.follow_up_calls = follow_up_calls
         self.drop_redundant_calls = drop_redundant_calls
         self.restore_near_copies = restore_near_copies
@@ -317,18 +328,23 @@ class EmbeddedModel:
         mode = jobs[0].mode
         failed: dict[int, Exception] = {}
         sessions: list[Any] = []
-        ready: list[StepJob] = []
+        plan: list[Planned] = []
         for job in jobs:
             try:
-                sessions.append(self._session(job, config))
-                ready.append(job)
+                split, rows = request_rows(job)
+                sessions += [self._session(row, config) for row in rows]
+                plan.append((job, split, rows))
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc
         done: dict[int, StepOutcome] = {}
+        ready = [job for job, _, _ in plan]
         if ready:
             engine, tokenizer = self._engine(mode), self._loaded.tokenizer
-            done = decode_jobs(engine, tokenizer, ready, sessions, config, mode, self.name)
-            owing = [j for j in ready if j.follow_up]
+            new_session = partial(self._session, config=config)
+            done, joined = decode_planned(
+                engine, tokenizer, plan, sessions, config, mode, self.name, new_session
+            )
+            owing = [j for j in ready if j.follow_up and id(j) not in joined]
             if owing:
                 decode_follow_ups(
                     engine,
@@ -338,7 +354,7 @@ class EmbeddedModel:
                     config,
                     mode,
                     self.name,
-                    partial(self._session, config=config),
+                    new_session,
                 )
             mend_actions(ready, done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
@@ -377,6 +393,7 @@ class EmbeddedModel:
             tool_similarity=self.tool_similarity,
             answer_bonus=self.answer_bonus,
             argument_fit=self.argument_fit,
+            split_requests=self.split_requests,
             follow_up_calls=self.follow_up_calls,
             drop_redundant_calls=self.drop_redundant_calls,
             restore_near_copies=self.restore_near_copies,

@@ -29,7 +29,6 @@ Metrics (per mode, overall, per domain and per kind of turn):
 from __future__ import annotations
 
 import json
-import logging
 import re
 import statistics
 import time
@@ -43,14 +42,14 @@ from typing import Any, Literal
 import jsonschema
 
 from ..action_mending import mend_action
-from ..call_coverage import FollowUp, follow_up
-from ..chat_template import copy_sources, last_request, with_request
+from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
 from ..tool_priors import step_bonuses
 from ..tool_similarity import WordVectors
 from . import augment
 from .concepts import Split
 from .corpus import CorpusGenerator, Sample
+from .eval_requests import Decoder, decode_batch
 from .long_prompts import lengthened
 
 #: Compiled constraints an evaluation keeps at once (the most recent).
@@ -199,16 +198,6 @@ def _quotes(text: str, value: str) -> bool:
     return len(value) >= 2 and re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", text) is not None
 
 
-#: Decodes a batch: prompts, constraint sessions, config, choice priors ->
-#: texts, per-row stats, seconds, and per row the mode that served it (``auto``; else None).
-logger = logging.getLogger(__name__)
-
-Decoder = Callable[
-    [list[str], list[Any], GenerationConfig, list[str | None]],
-    tuple[list[str], list[Any], float, list[str | None]],
-]
-
-
 def make_decoder(mode: Mode, dlm: Any, ar: Any) -> Decoder:
     """A function decoding a batch of prompts in ``mode`` with loaded checkpoints (``LoadedModel``)."""
     if mode == "diffusion":
@@ -269,6 +258,7 @@ def evaluate(
     tool_similarity: float = 0.0,
     answer_bonus: float = 0.0,
     argument_fit: float = 0.0,
+    split_requests: bool = False,
     follow_up_calls: bool = False,
     drop_redundant_calls: bool = False,
     restore_near_copies: bool = False,
@@ -289,7 +279,8 @@ def evaluate(
     like one no tool serves (:mod:`agentflow.engine.tool_priors`). ``argument_fit``
     (a weight; 0: off) penalises the tools the request's values cannot fill
     (:mod:`agentflow.engine.argument_fit`) where the case's last turn is the user's.
-    ``follow_up_calls`` decodes one more call where the calls leave a clause of the
+    ``split_requests`` decodes a message holding several requests one request at a
+    time (:mod:`agentflow.engine.request_parts`) and ``follow_up_calls`` one more call where the calls leave a clause of the
     request with values untouched (:mod:`agentflow.engine.call_coverage`);
     ``drop_redundant_calls`` then drops the calls after the first that take no new
     value from the conversation (:func:`~..call_coverage.without_redundant_calls`).
@@ -329,14 +320,15 @@ def evaluate(
         compiled.move_to_end(key)
         return compiled[key]
 
-    def session_for(i: int, follow: FollowUp | None = None) -> Any:
-        """Case ``i``'s constraint session, with its copy sources and bonuses; for a
-        follow-up call, the part of the request left untouched stands for the request."""
+    def session_for(i: int, part: str | None = None) -> Any:
+        """Case ``i``'s constraint session, with its copy sources and bonuses; ``part``
+        of the request (one request of several, or the part a follow-up is for)
+        stands for the request where given."""
         session = constraint_for(schemas[i]).session(config.max_new_tokens, canonical=canonical)
         sources = copy_sources(samples[i].messages)
         request = last_request(samples[i].messages)
-        if follow is not None:
-            sources, request = [follow.untouched, *sources[1:]], follow.untouched
+        if part is not None:
+            sources, request = [part, *sources[1:]], part
         if copy:
             session.copy_from(sources, within_text=copy_within_text)
         step_bonuses(
@@ -344,7 +336,7 @@ def evaluate(
             samples[i].tools,
             relevance_weight=tool_relevance,
             similarity_weight=tool_similarity,
-            answer_bonus=answer_bonus if follow is None else 0.0,
+            answer_bonus=answer_bonus if part is None else 0.0,
             vectors=vectors,
             fit_weight=argument_fit if samples[i].messages[-1].role == "user" else 0.0,
         ).apply(session)
@@ -355,21 +347,17 @@ def evaluate(
         decode = make_decoder(mode, dlm, ar)
         for start in range(0, len(samples), batch_size):
             chunk = range(start, min(start + batch_size, len(samples)))
-            prompts = [samples[i].prompt() for i in chunk]
-            sessions = [session_for(i) for i in chunk] if constrained else []
             priors = [samples[i].choice_prior() for i in chunk]
-            texts, rows, seconds, served = decode(prompts, sessions, config, priors)
-            if follow_up_calls and constrained:
-                seconds += _follow_up(
-                    decode,
-                    texts,
-                    rows,
-                    [samples[i] for i in chunk],
-                    [schemas[i] for i in chunk],
-                    priors,
-                    partial(_shifted, session_for, chunk.start),
-                    config,
-                )
+            texts, rows, seconds, served = decode_batch(
+                decode,
+                [samples[i] for i in chunk],
+                [schemas[i] for i in chunk],
+                priors,
+                partial(_shifted, session_for, chunk.start) if constrained else None,
+                config,
+                split_requests=split_requests,
+                follow_up_calls=follow_up_calls,
+            )
             if constrained and (
                 drop_redundant_calls or restore_near_copies or drop_made_up_options
             ):
@@ -416,6 +404,7 @@ def evaluate(
         "tool_similarity": tool_similarity,
         "answer_bonus": answer_bonus,
         "argument_fit": argument_fit,
+        "split_requests": split_requests,
         "follow_up_calls": follow_up_calls,
         "drop_redundant_calls": drop_redundant_calls,
         "restore_near_copies": restore_near_copies,
@@ -428,54 +417,10 @@ def evaluate(
 
 
 def _shifted(
-    session_for: Callable[[int, FollowUp], Any], start: int, row: int, follow: FollowUp
+    session_for: Callable[[int, str | None], Any], start: int, row: int, part: str | None
 ) -> Any:
     """``session_for`` of a batch's ``row``, the batch starting at case ``start``."""
-    return session_for(start + row, follow)
-
-
-def _follow_up(
-    decode: Decoder,
-    texts: list[str],
-    rows: list[Any],
-    cases: Sequence[Sample],
-    schemas: Sequence[dict[str, Any]],
-    priors: Sequence[str | None],
-    new_session: Callable[[int, FollowUp], Any],
-    config: GenerationConfig,
-) -> float:
-    """Decode the follow-up calls the actions ``texts`` of ``cases`` owe, each for the
-    part of its request left untouched as a request of its own, and put the merged
-    actions that use a value left in ``texts`` (the passes and tokens of every
-    follow-up added to ``rows``: its cost, kept or not); the seconds it took."""
-    owed: list[tuple[int, FollowUp, Sample]] = []
-    for row, (text, case) in enumerate(zip(texts, cases, strict=True)):
-        follow = follow_up(text, last_request(case.messages))
-        messages = with_request(case.messages, follow.untouched) if follow else None
-        if follow is not None and messages is not None:
-            owed.append((row, follow, replace(case, messages=tuple(messages))))
-    if not owed:
-        return 0.0
-    more, more_rows, seconds, _ = decode(
-        [case.prompt() for _, _, case in owed],
-        [new_session(row, follow) for row, follow, _ in owed],
-        config,
-        [priors[row] for row, _, _ in owed],
-    )
-    for (row, follow, _), text, extra in zip(owed, more, more_rows, strict=True):
-        first = rows[row]
-        rows[row] = replace(
-            first,
-            tokens=first.tokens + extra.tokens,
-            nfe=first.nfe + extra.nfe,
-            forced_tokens=first.forced_tokens + extra.forced_tokens,
-        )
-        merged = follow.merged(text, schemas[row])
-        if merged is None:
-            logger.debug("follow-up of row %d for %r dropped: %s", row, follow.untouched, text)
-            continue
-        texts[row] = merged
-    return seconds
+    return session_for(start + row, part)
 
 
 def _plain_schema(sample: Sample) -> dict[str, Any]:

@@ -471,9 +471,12 @@ async def test_a_request_no_tool_serves_favours_an_answer(
 TWO_ASKS = "Where is order 58213? and cancel order 60417"
 
 
-def scripted_decodes(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, *texts: str) -> list:
-    """Make the diffusion engine answer ``texts[i]`` to its ``i``-th call (it decodes as
-    it would past them); the calls' ``prompts`` and keyword arguments, recorded."""
+def scripted_decodes(
+    model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, *texts: str | list[str]
+) -> list:
+    """Make the diffusion engine answer ``texts[i]`` (a text, or one per row) to its
+    ``i``-th call (it decodes as it would past them); the calls' ``prompts`` and
+    keyword arguments, recorded."""
     model.load()
     engine = model._engine("diffusion")
     calls: list[dict[str, Any]] = []
@@ -483,7 +486,8 @@ def scripted_decodes(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, *tex
         calls.append({"prompts": prompts, "config": config, **kwargs})
         result = original(prompts, config, **kwargs)
         if len(calls) <= len(texts):
-            result.texts = [texts[len(calls) - 1]]
+            answer = texts[len(calls) - 1]
+            result.texts = [answer] if isinstance(answer, str) else list(answer)
         return result
 
     monkeypatch.setattr(engine, "generate", scripted)
@@ -495,7 +499,7 @@ def scripted_decodes(model: EmbeddedModel, monkeypatch: pytest.MonkeyPatch, *tex
 async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow_up(
     dlm_path: Path, monkeypatch: pytest.MonkeyPatch, parallel: bool
 ) -> None:
-    model = EmbeddedModel(dlm_path, mode="diffusion")
+    model = EmbeddedModel(dlm_path, mode="diffusion", split_requests=False)
     agent = Agent(
         "support", "Help.", [get_order, cancel_order], model=model, parallel_tool_calls=parallel
     )
@@ -524,6 +528,41 @@ async def test_an_action_that_leaves_part_of_the_request_untouched_gets_a_follow
     assert response.usage.reason.endswith(f"a follow-up call for: {part}")
     off = await model.step(replace(req, settings={"follow_up_calls": False}))
     assert len(calls) == 3 and off.text == first
+
+
+@pytest.mark.anyio
+async def test_each_request_of_a_message_is_decoded_on_its_own(
+    dlm_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model = EmbeddedModel(dlm_path, mode="diffusion")
+    agent = Agent("support", "Help.", [get_order, cancel_order], model=model)
+    req = request(agent, TWO_ASKS)
+    first = format_tool_calls([("get_order", {"order_id": "58213"})])
+    second = format_tool_calls([("cancel_order", {"order_id": "60417"})])
+    calls = scripted_decodes(model, monkeypatch, [first, second])
+    response = await model.step(req)
+    (call,) = calls  # both requests in one engine call, no follow-up needed
+    parts = ["Where is order 58213?", "and cancel order 60417"]
+    assert call["prompts"] == [
+        render_prompt(
+            [*req.messages[:-1], ChatMessage("user", p)], req.tools, instructions=req.instructions
+        )
+        for p in parts
+    ]
+    # Each part's session reads its own request: its bonuses and its values to copy.
+    assert [s.copy_spans for s in call["constraints"]] == [request_spans([p]) for p in parts]
+    assert (
+        call["constraints"][1].preferred["cancel_order"]
+        > call["constraints"][1].preferred["get_order"]
+    )
+    both = [("get_order", {"order_id": "58213"}), ("cancel_order", {"order_id": "60417"})]
+    assert response.text == format_tool_calls(both)
+    assert response.usage.reason.endswith(f"decoded one request at a time: {' | '.join(parts)}")
+    off = await model.step(replace(req, settings={"split_requests": False}))
+    assert calls[1]["prompts"] == [
+        render_prompt(req.messages, req.tools, instructions=req.instructions)
+    ]
+    assert_valid(off.text, req.action_schema)
 
 
 @tool
@@ -573,7 +612,8 @@ async def test_a_check_on_the_calls_mends_the_action_and_says_so(
     kept: list[tuple[str, dict[str, Any]]],
     reason: str,
 ) -> None:
-    model = EmbeddedModel(dlm_path, mode="diffusion")
+    # One request per message here: the scripted engine answers one row per call.
+    model = EmbeddedModel(dlm_path, mode="diffusion", split_requests=False)
     agent = Agent("support", "Help.", [get_order, cancel_order, track_order], model=model)
     req = request(agent, asked)
     scripted_decodes(model, monkeypatch, format_tool_calls(written), format_tool_calls(written))

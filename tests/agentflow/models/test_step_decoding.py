@@ -20,9 +20,13 @@ from agentflow.engine.generation import (
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.models._step_decoding import (
     DROPPED,
+    NOT_JOINED,
+    SPLIT,
     decode_follow_ups,
     decode_jobs,
+    decode_planned,
     mend_actions,
+    request_rows,
 )
 from agentflow.models._step_jobs import StepJob, step_job
 from agentflow.models.base import StepRequest
@@ -67,6 +71,7 @@ def job(
     *,
     after: Sequence[ChatMessage] = (),
     schema: dict[str, Any] | None = None,
+    split: bool = False,
 ) -> StepJob:
     step = StepRequest(
         [ChatMessage("user", "hello"), ChatMessage("user", request), *after], [], schema or {}
@@ -79,6 +84,7 @@ def job(
         tool_similarity=0.0,
         answer_bonus=2.0,
         argument_fit=0.0,
+        split_requests=split,
         follow_up_calls=True,
         drop_redundant_calls=True,
         restore_near_copies=True,
@@ -196,3 +202,69 @@ def test_a_follow_up_that_fails_leaves_the_first_action(
     assert done[id(one)].text == FIRST
     assert done[id(one)].usage.reason.endswith(f"{PART} (failed: pop from empty list)")
     assert "follow-up calls failed" in caplog.text
+
+
+def plan_and_decode(
+    tokenizer: Tokenizer, script: Sequence[Sequence[str]], jobs: list[StepJob]
+) -> tuple[dict[int, Any], set[int], ScriptedEngine]:
+    engine = ScriptedEngine(tokenizer, script)
+    plan = [(j, *request_rows(j)) for j in jobs]
+    rows = [row for _, _, job_rows in plan for row in job_rows]
+    done, joined = decode_planned(
+        engine,
+        tokenizer,
+        plan,
+        [object()] * len(rows),
+        GenerationConfig(max_new_tokens=200),
+        "diffusion",
+        "m",
+        lambda j: object(),
+    )
+    return done, joined, engine
+
+
+def test_each_request_of_a_message_is_a_row_of_the_same_batch(tokenizer: Tokenizer) -> None:
+    streamed: list[str] = []
+    two, one = job(streamed, split=True), job(request="hi", split=True)
+    done, joined, engine = plan_and_decode(
+        tokenizer, [[FIRST, SECOND, '{"final":"hi"}']], [two, one]
+    )
+    (call,) = engine.calls  # one engine call: both parts and the other job
+    parts = ["send me invoice INV-2023-1670.", PART]
+    assert call["prompts"][:2] == [
+        render_prompt([ChatMessage("user", "hello"), ChatMessage("user", p)], []) for p in parts
+    ]
+    assert done[id(two)].text == BOTH and streamed == [BOTH]
+    assert joined == {id(two)}
+    usage = done[id(two)].usage
+    assert usage.output_tokens == len(FIRST) + len(SECOND)  # both parts' cost
+    assert usage.forward_passes == 6
+    assert usage.reason == f"requested; {SPLIT} {' | '.join(parts)}"
+    assert done[id(one)].text == '{"final":"hi"}'
+
+
+def test_parts_that_do_not_join_send_the_message_back_whole(tokenizer: Tokenizer) -> None:
+    two = job(split=True)
+    done, joined, engine = plan_and_decode(
+        tokenizer, [[FIRST, '{"final":"which plan?"}'], [BOTH]], [two]
+    )
+    assert len(engine.calls) == 2
+    assert engine.calls[1]["prompts"] == [two.prompt]
+    assert done[id(two)].text == BOTH and joined == set()
+    usage = done[id(two)].usage
+    assert usage.forward_passes == 9  # three decodes
+    assert usage.reason.endswith(f"({NOT_JOINED})")
+
+
+@pytest.mark.parametrize(
+    "case", ["not asked", "one request", "after the request", "one call a step"]
+)
+def test_a_message_is_decoded_whole_where_it_cannot_or_need_not_split(case: str) -> None:
+    one_call = {"properties": {"tool_calls": {"type": "array", "maxItems": 1}}}
+    made = {
+        "not asked": job(),
+        "one request": job(request="send me invoice INV-2023-1670", split=True),
+        "after the request": job(after=[ChatMessage("assistant", FIRST)], split=True),
+        "one call a step": job(schema=one_call, split=True),
+    }[case]
+    assert request_rows(made) == (None, [made])

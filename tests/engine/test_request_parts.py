@@ -1,0 +1,91 @@
+"""A message that asks for two things splits into two requests, each decoded on its own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentflow.engine.chat_template import ToolSpec
+from agentflow.engine.constraints.actions import action_schema
+from agentflow.engine.request_parts import MAX_PARTS, SplitRequest, request_parts, split_request
+
+TOOLS = [
+    ToolSpec(
+        "get_order",
+        "Look up an order",
+        {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    ),
+    ToolSpec(
+        "cancel_order",
+        "Cancel an order",
+        {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    ),
+]
+SCHEMA = action_schema(TOOLS, None)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "parts"),
+    [
+        (
+            "Status of 2537? plus can you void ORD-91016? and send a confirmation thanks a lot",
+            [
+                "Status of 2537?",
+                "plus can you void ORD-91016? and send a confirmation thanks a lot",
+            ],
+        ),
+        # Clauses without values stay with the part before them, or the first part.
+        (
+            "good morning. Cancel 93799 for me and send a confirmation. "
+            'I need a reminder "rotate the api keys" on 2026-07-23',
+            [
+                "good morning. Cancel 93799 for me and send a confirmation.",
+                'I need a reminder "rotate the api keys" on 2026-07-23',
+            ],
+        ),
+        # One request, however many clauses and values.
+        ("I moved, send 505768 to 112 Cedar Ave, Utrecht 44811. thanks", None),
+        ("restart worker-eu5 and cache-dev please", None),  # a list, not two requests
+        ("thanks, bye", None),
+    ],
+)
+def test_a_message_splits_where_a_second_request_starts(
+    request_text: str, parts: list[str] | None
+) -> None:
+    found = request_parts(request_text)
+    assert found == (parts or [request_text])
+    split = split_request(request_text, SCHEMA)
+    assert (split.parts if split else None) == (tuple(parts) if parts else None)
+
+
+def test_a_split_needs_room_for_a_call_per_part() -> None:
+    request = "Status of 2537? plus cancel ORD-91016"
+    assert split_request(request) is not None
+    assert split_request(request, action_schema(TOOLS, None, parallel_calls=False)) is None
+    many = ". ".join(f"look up {n}" for n in range(1000, 1000 + MAX_PARTS + 1))
+    assert len(request_parts(many)) == MAX_PARTS + 1
+    assert split_request(many, SCHEMA) is None  # decoded whole
+
+
+def call(name: str, order: str) -> dict[str, object]:
+    return {"name": name, "arguments": {"id": order}}
+
+
+def action(*calls: dict[str, object]) -> str:
+    return json.dumps({"tool_calls": list(calls)})
+
+
+def test_the_parts_calls_join_in_order_without_repeats() -> None:
+    split = SplitRequest(("Status of 2537?", "cancel ORD-91016"))
+    first, second = call("get_order", "2537"), call("cancel_order", "ORD-91016")
+    joined = split.joined([action(first), action(second, first)], SCHEMA)
+    assert joined is not None
+    assert json.loads(joined) == {"tool_calls": [first, second]}
+    # A part answered instead of called: the message is decoded whole instead.
+    assert split.joined([action(first), '{"final":"Which order?"}'], SCHEMA) is None
+    assert split.joined([action(first), "not json"], SCHEMA) is None
+    one_call = action_schema(TOOLS, None, parallel_calls=False)
+    assert split.joined([action(first), action(second)], one_call) is None
+    with pytest.raises(ValueError, match="2 parts, 1 actions"):
+        split.joined([action(first)])
