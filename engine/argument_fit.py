@@ -21,7 +21,10 @@ morning." or "asap please" holds none and counts for no tool):
   mention none, and likewise for a version.
 
 Descriptions are read without their example values ("Which machine, e.g.
-mail-dev16" is not about mail).
+mail-dev16" is not about mail), and a number the request names a thing with
+("order 962414", "invoice #5512") is an id, not a number a numeric parameter
+could take: "order 962414 came late, I want my money back" gives a refund no
+amount.
 
 The bonus on the tool-name choice (``ConstraintSession.prefer``) is ``-weight``
 per misfit; a tool that fits gets none, and the model still decides between the
@@ -34,7 +37,7 @@ weight.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from .call_coverage import clause_values, clauses
@@ -53,6 +56,12 @@ KIND_WORDS: dict[str, tuple[str, ...]] = {
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
 _NUMBER = re.compile(r"^[$€£#]?-?\d+(?:[.,]\d+)?%?$")
+#: A number after a word for a thing it identifies: an id, not an amount or a count.
+_NAMED_NUMBER = re.compile(
+    r"\b(?:order|purchase|invoice|customer|account|ticket|case|parcel|package|shipment)"
+    r"\s+(?:number\s+|no\.?\s*)?(#?\d+)\b",
+    re.IGNORECASE,
+)
 
 
 class ToolWithSchema(Protocol):
@@ -80,12 +89,13 @@ def value_kind(value: str) -> str:
     return "text"
 
 
-def misfits(tool: ToolWithSchema, values: Sequence[str]) -> int:
+def misfits(tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozenset()) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
-    ``values`` (the values of one clause)."""
+    ``values`` (the values of one clause); those in ``ids`` are ids whatever
+    their shape."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
-    kinds = [value_kind(v) for v in values]
+    kinds = ["text" if v in ids else value_kind(v) for v in values]
     left = {kind: kinds.count(kind) for kind in ("number", *KIND_WORDS)}
     count = 0
     for name in required:
@@ -110,7 +120,13 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     request's clauses that hold values (0: some clause's values fit it; with no
     values anywhere, a tool that needs some misfits)."""
     parts = [v for v in (clause_values(c) for c in clauses(request)) if v] or [[]]
-    return {t.name: float(-min(misfits(t, values) for values in parts)) for t in tools}
+    ids = named_numbers(request)
+    return {t.name: float(-min(misfits(t, values, ids) for values in parts)) for t in tools}
+
+
+def named_numbers(request: str) -> set[str]:
+    """The numbers ``request`` names a thing with ("order 962414", "invoice #5512")."""
+    return set(_NAMED_NUMBER.findall(request))
 
 
 def fit_bonuses(

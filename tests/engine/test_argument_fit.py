@@ -80,6 +80,14 @@ def test_a_version_fits_the_tools_that_take_one() -> None:
     }
 
 
+def test_a_number_that_names_an_order_is_no_amount() -> None:
+    fit = argument_fit("order 962414 came late, I want my money back", TOOLS)
+    assert fit["refund_order"] == -1  # nothing says how much
+    assert fit["find_order"] == 0
+    assert argument_fit("refund 473 dollars for my purchase 418811", TOOLS)["refund_order"] == 0
+    assert argument_fit("cancel 614836 please", TOOLS)["refund_order"] == 0  # could be either
+
+
 def test_each_number_fills_one_parameter() -> None:
     two = tool("resize", "", {"cpu": {"type": "integer"}, "memory": {"type": "integer"}})
     assert misfits(two, ["4"]) == 1
