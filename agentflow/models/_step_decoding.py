@@ -124,7 +124,8 @@ def decode_planned(
     (:meth:`~agentflow.engine.request_parts.SplitRequest.joined`), and decode the
     jobs whose parts do not join whole in a second call. The outcomes by
     ``id(job)``, and the ids of the jobs served by their parts. A split job's usage
-    counts every decode it took."""
+    counts the tokens of every row and decode it took, and the passes of its
+    longest part (the parts share their passes) plus any whole decode's."""
     rows = [row for _, _, job_rows in plan for row in job_rows]
     out = decode_jobs(engine, tokenizer, rows, sessions, config, mode, model_name)
     done: dict[int, StepOutcome] = {}
@@ -137,6 +138,9 @@ def decode_planned(
         usage = replace(out[id(job_rows[0])].usage)
         for row in job_rows[1:]:
             usage = added(usage, out[id(row)].usage)
+        # The parts are rows of the same forward passes: the step took as many
+        # passes as its longest part, and the tokens of all.
+        usage.forward_passes = max(out[id(row)].usage.forward_passes for row in job_rows)
         note = f"{SPLIT} {' | '.join(split.parts)}"
         text = split.joined([out[id(row)].text for row in job_rows], job.schema)
         if text is None:

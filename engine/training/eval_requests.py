@@ -74,7 +74,7 @@ def decode_batch(
     whole_again: list[int] = []
     for row, split in enumerate(splits):
         mine = [k for k, (r, _) in enumerate(rows_of) if r == row]
-        stats[row] = _summed([stats_all[k] for k in mine])
+        stats[row] = _summed([stats_all[k] for k in mine], shared_passes=True)
         served[row] = served_all[mine[0]]
         joined = _joined(split, [texts_all[k] for k in mine], schemas[row])
         if split is not None and joined is None:
@@ -121,15 +121,17 @@ def _with_request(case: Sample, request: str | None) -> Sample:
     return replace(case, messages=tuple(messages))
 
 
-def _summed(rows: Sequence[Any]) -> Any:
-    """One row's stats with the tokens and passes of ``rows`` added up."""
+def _summed(rows: Sequence[Any], *, shared_passes: bool = False) -> Any:
+    """One row's stats with the tokens and passes of ``rows`` added up; with
+    ``shared_passes`` (rows of one engine call) the passes are the most any row took."""
     first = rows[0]
     if len(rows) == 1 or not hasattr(first, "nfe"):
         return first
+    passes = [r.nfe for r in rows]
     return replace(
         first,
         tokens=sum(r.tokens for r in rows),
-        nfe=sum(r.nfe for r in rows),
+        nfe=max(passes) if shared_passes else sum(passes),
         forced_tokens=sum(r.forced_tokens for r in rows),
     )
 

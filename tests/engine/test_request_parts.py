@@ -44,6 +44,11 @@ SCHEMA = action_schema(TOOLS, None)
                 'I need a reminder "rotate the api keys" on 2026-07-23',
             ],
         ),
+        # The joiner between two requests belongs to neither.
+        (
+            "Search: sso login and then search: refund policy",
+            ["Search: sso login", "search: refund policy"],
+        ),
         # One request, however many clauses and values.
         ("I moved, send 505768 to 112 Cedar Ave, Utrecht 44811. thanks", None),
         ("restart worker-eu5 and cache-dev please", None),  # a list, not two requests

@@ -238,7 +238,7 @@ def test_each_request_of_a_message_is_a_row_of_the_same_batch(tokenizer: Tokeniz
     assert joined == {id(two)}
     usage = done[id(two)].usage
     assert usage.output_tokens == len(FIRST) + len(SECOND)  # both parts' cost
-    assert usage.forward_passes == 6
+    assert usage.forward_passes == 3  # the parts are rows of the same passes
     assert usage.reason == f"requested; {SPLIT} {' | '.join(parts)}"
     assert done[id(one)].text == '{"final":"hi"}'
 
@@ -252,7 +252,7 @@ def test_parts_that_do_not_join_send_the_message_back_whole(tokenizer: Tokenizer
     assert engine.calls[1]["prompts"] == [two.prompt]
     assert done[id(two)].text == BOTH and joined == set()
     usage = done[id(two)].usage
-    assert usage.forward_passes == 9  # three decodes
+    assert usage.forward_passes == 6  # the parts' passes, then the whole decode's
     assert usage.reason.endswith(f"({NOT_JOINED})")
 
 

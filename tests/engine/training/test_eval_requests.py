@@ -89,7 +89,7 @@ def test_each_request_of_a_message_is_decoded_on_its_own_in_one_batch() -> None:
         action(("get_order", "2537"), ("cancel_order", "ORD-91016"))
     )
     assert texts[1] == action(("get_order", "58213"))
-    assert rows[0] == Row(20, 8, 4)  # both parts' cost
+    assert rows[0] == Row(20, 4, 4)  # both parts' tokens, in the same passes
     assert rows[1] == Row(10, 4, 2)
     assert seconds == 0.5
 
@@ -106,7 +106,7 @@ def test_a_part_answered_sends_the_message_back_whole() -> None:
     texts, rows, seconds = run(decoder, TWO, split_requests=True)
     assert decoder.calls == [["Status of 2537?", "plus can you void ORD-91016?"], [TWO]]
     assert texts == [whole]
-    assert rows[0] == Row(30, 12, 6)  # every decode counts
+    assert rows[0] == Row(30, 8, 6)  # the parts' passes, then the whole decode's
     assert seconds == 1.0
 
 
