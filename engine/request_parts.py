@@ -12,8 +12,8 @@ one by one").
 A message splits into *parts* where a clause holding values
 (:func:`~.call_coverage.clause_values`) follows another that holds some; clauses
 without values ("and send a confirmation", "thanks a lot", "good morning.") stay
-with the part before them, or the first part, and the joiner between two parts
-("and then", "plus") goes with neither. :func:`split_request` gives the
+with the part before them, or the first part, and so does the joiner between
+two parts ("and then", "plus"). :func:`split_request` gives the
 parts of a message with two to :data:`MAX_PARTS` of them; the decoding paths
 (``EmbeddedModel``, ``agentflow eval``) decode each part as a request of its own
 (the conversation with the part in place of the message,
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 from .call_coverage import action_calls, clause_values, clauses, with_calls
@@ -59,28 +60,19 @@ class SplitRequest:
 
 def request_parts(request: str) -> list[str]:
     """``request`` cut where a clause with values follows a clause with values (see
-    the module docstring), each part from its first clause to its last (a joiner
-    between them, "and then", "plus", is left out); one part when it holds one
-    request or none."""
-    spans: list[tuple[int, int, bool]] = []  # each clause: start, end, holds values
-    position = 0
+    the module docstring); one part when it holds one request or none."""
+    cuts: list[int] = []
+    position, seen_values = 0, False
     for clause in clauses(request):
         start = request.find(clause, position)
         position = start + len(clause)
-        spans.append((start, position, bool(clause_values(clause))))
-    parts: list[tuple[int, int]] = []
-    seen_values = False
-    for start, end, has_values in spans:
-        if has_values and seen_values:
-            parts.append((start, end))
-        elif parts:
-            parts[-1] = (parts[-1][0], end)
-        else:
-            parts.append((0, end))
-        seen_values = seen_values or has_values
-    if len(parts) < 2:
-        return [request.strip()]
-    return [request[a:b].strip() for a, b in parts]
+        if not clause_values(clause):
+            continue
+        if seen_values:
+            cuts.append(start)
+        seen_values = True
+    bounds = [0, *cuts, len(request)]
+    return [request[a:b].strip() for a, b in pairwise(bounds)]
 
 
 def split_request(request: str, schema: Mapping[str, Any] | None = None) -> SplitRequest | None:

