@@ -280,8 +280,9 @@ def evaluate(
     (a weight; 0: off) penalises the tools the request's values cannot fill
     (:mod:`agentflow.engine.argument_fit`) where the case's last turn is the user's.
     ``split_requests`` decodes a message holding several requests one request at a
-    time (:mod:`agentflow.engine.request_parts`) and ``follow_up_calls`` one more call where the calls leave a clause of the
-    request with values untouched (:mod:`agentflow.engine.call_coverage`);
+    time (:mod:`agentflow.engine.request_parts`) and ``follow_up_calls`` one more
+    call where the calls leave a clause of the request with values untouched
+    (:mod:`agentflow.engine.call_coverage`);
     ``drop_redundant_calls`` then drops the calls after the first that take no new
     value from the conversation (:func:`~..call_coverage.without_redundant_calls`).
     ``restore_near_copies`` last puts back the request's values that the calls
