@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 #: Log-space bonus per unit of cosine similarity above the listed tools' mean:
 #: ``EmbeddedModel``'s default (``agentflow eval --tool-similarity`` is off unless given).
-DEFAULT_WEIGHT = 20.0
+DEFAULT_WEIGHT = 30.0
 
 #: The files of the ``wordllama`` wheel that hold the vectors, under its package folder.
 WORDLLAMA_FILES = (
