@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from .call_coverage import clause_values, clauses
-from .tool_relevance import as_bonuses, request_words, same_word
+from .tool_relevance import as_bonuses, request_words, same_word, words
 
 #: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
 #: --argument-fit`` is off unless given).
@@ -144,12 +144,13 @@ def _kind_of(name: str, schema: Mapping[str, Any]) -> str | None:
     """The kind of value a string parameter is named or described for, if any."""
     if schema.get("type", "string") != "string":
         return None
-    text = f"{name} {schema.get('description') or ''}"
-    return next((kind for kind in KIND_WORDS if _says(text, kind)), None)
+    return next(
+        (kind for kind in KIND_WORDS if _says(name, schema.get("description") or "", kind)), None
+    )
 
 
 def _mentions(tool: ToolWithSchema, properties: Mapping[str, Any], kind: str) -> bool:
-    if _says(f"{tool.name} {tool.description or ''}", kind):
+    if _says(tool.name, tool.description or "", kind):
         return True
     return any(
         isinstance(schema, Mapping) and _kind_of(name, schema) == kind
@@ -157,6 +158,8 @@ def _mentions(tool: ToolWithSchema, properties: Mapping[str, Any], kind: str) ->
     )
 
 
-def _says(text: str, kind: str) -> bool:
-    """True when ``text``'s words, example values left out, include one of ``kind``'s."""
-    return any(same_word(w, k) for w in request_words(text) for k in KIND_WORDS[kind])
+def _says(identifier: str, prose: str, kind: str) -> bool:
+    """True when the words of ``identifier`` (split at ``_``, ``-`` and case changes)
+    or of ``prose`` (its example values left out) include one of ``kind``'s."""
+    said = words(identifier) + request_words(prose)
+    return any(same_word(w, k) for w in said for k in KIND_WORDS[kind])

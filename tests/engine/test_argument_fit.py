@@ -64,6 +64,15 @@ def test_a_required_number_needs_a_number_in_the_request() -> None:
     assert argument_fit("push 5.2.10 of grafana", TOOLS)["set_workers"] == -2
 
 
+def test_snake_case_names_are_read_word_by_word() -> None:
+    deploy = tool("roll_out_service", "", {"name": STRING, "build_version": STRING})
+    scale = tool("set_replicas", "", {"name": STRING, "size": {"type": "integer"}})
+    fit = argument_fit("we need 23 billing-worker pods", [deploy, scale])
+    assert fit == {"roll_out_service": -1.0, "set_replicas": 0.0}  # no version given
+    lookup = tool("get_customer_by_email", "", {"query": STRING})
+    assert argument_fit("do we know a@b.io", [lookup, FIND_ORDER])["get_customer_by_email"] == 0
+
+
 def test_a_version_fits_the_tools_that_take_one() -> None:
     deploy = tool("roll_out", "Ship a build", {"name": STRING, "tag": STRING, "env": STRING})
     restart = tool(
