@@ -3,7 +3,8 @@
 After an action is decoded (and its follow-up merged, :mod:`.call_coverage`),
 three checks read it against the conversation: redundant calls go
 (:func:`~.call_coverage.without_redundant_calls`), values written almost right
-are restored (:mod:`.near_copies`), and optional arguments nobody gave are
+are restored (:mod:`.near_copies`, and arguments named for an e-mail or a
+version that hold something else: :mod:`.slot_kinds`), and optional arguments nobody gave are
 dropped (:mod:`.made_up_options`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
 one that serves the request. :func:`mend_action` runs them in that order for
@@ -20,6 +21,7 @@ from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
 from .made_up_options import without_made_up_options
 from .near_copies import restore_near_copies
+from .slot_kinds import restore_slot_kinds
 
 #: How a note names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
@@ -51,10 +53,17 @@ def mend_action(
             notes.append(f"{REDUNDANT} {', '.join(sorted(names.elements()))}")
             text = kept
     if restore_copies:
+        restored: list[tuple[str, str]] = []
         found = restore_near_copies(text, messages, instructions, schema)
         if found is not None:
             text, pairs = found
-            notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in pairs))
+            restored += pairs
+        slotted = restore_slot_kinds(text, messages, tools, schema)
+        if slotted is not None:
+            text, pairs = slotted
+            restored += pairs
+        if restored:
+            notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
     if drop_made_up_options:
         dropped = without_made_up_options(text, messages, tools, instructions, schema)
         if dropped is not None:

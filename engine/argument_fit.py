@@ -102,7 +102,7 @@ def misfits(tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozens
         schema = properties.get(name)
         if not isinstance(schema, Mapping) or "enum" in schema:
             continue
-        wanted = "number" if schema.get("type") in ("integer", "number") else _kind_of(name, schema)
+        wanted = "number" if schema.get("type") in ("integer", "number") else kind_of(name, schema)
         if wanted is None:
             continue
         if left[wanted]:
@@ -140,8 +140,9 @@ def fit_bonuses(
     return as_bonuses(argument_fit(request, tools), weight)
 
 
-def _kind_of(name: str, schema: Mapping[str, Any]) -> str | None:
-    """The kind of value a string parameter is named or described for, if any."""
+def kind_of(name: str, schema: Mapping[str, Any]) -> str | None:
+    """The kind of value (a key of :data:`KIND_WORDS`) a string parameter ``name``
+    is named or described for, if any."""
     if schema.get("type", "string") != "string":
         return None
     return next(
@@ -153,7 +154,7 @@ def _mentions(tool: ToolWithSchema, properties: Mapping[str, Any], kind: str) ->
     if _says(tool.name, tool.description or "", kind):
         return True
     return any(
-        isinstance(schema, Mapping) and _kind_of(name, schema) == kind
+        isinstance(schema, Mapping) and kind_of(name, schema) == kind
         for name, schema in properties.items()
     )
 

@@ -46,3 +46,12 @@ def test_checks_that_are_off_change_nothing() -> None:
     off = {"drop_redundant_calls": False, "restore_copies": False, "drop_made_up_options": False}
     assert mend_action(written, ASKED, [TRACK], **off) == (written, [])
     assert mend_action(action({"id": "#86669"}), ASKED, [TRACK]) == (action({"id": "#86669"}), [])
+
+
+def test_an_email_slot_gets_the_requests_email_with_the_near_copies() -> None:
+    # "email" names the slot: it gets the request's one e-mail, and the note says so
+    # beside the near copy restored in the same call.
+    written = action({"id": "#86696", "email": "kim"})
+    text, notes = mend_action(written, [ChatMessage("user", "track #86669 for kim@x.io")], [TRACK])
+    assert text == action({"id": "#86669", "email": "kim@x.io"})
+    assert notes == [f"{RESTORED} #86696 → #86669, kim → kim@x.io"]

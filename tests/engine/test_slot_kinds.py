@@ -1,0 +1,87 @@
+"""An argument named for an e-mail or a version gets the request's one value of that kind."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentflow.engine.chat_template import ChatMessage, ToolSpec
+from agentflow.engine.constraints.actions import action_schema
+from agentflow.engine.slot_kinds import restore_slot_kinds
+
+STRING = {"type": "string"}
+
+
+def tool(tool_name: str, *parameters: str) -> ToolSpec:
+    properties = dict.fromkeys(parameters, STRING)
+    schema = {"type": "object", "properties": properties, "required": list(properties)}
+    return ToolSpec(tool_name, "", schema)
+
+
+MODIFY = tool("modify_email", "client_id", "emailAddress")
+LOOKUP = tool("get_customer", "contact")
+DEPLOY = tool("roll_out", "name", "build_version", "target_env")
+TOOLS = [MODIFY, LOOKUP, DEPLOY]
+SCHEMA = action_schema(TOOLS, None)
+
+
+def action(tool_name: str, **arguments: Any) -> str:
+    call = {"name": tool_name, "arguments": arguments}
+    return json.dumps({"tool_calls": [call]}, separators=(",", ":"))
+
+
+def asked(text: str) -> list[ChatMessage]:
+    return [ChatMessage("user", text)]
+
+
+@pytest.mark.parametrize(
+    ("request_text", "written", "meant"),
+    [
+        (
+            "i'm customer CUST-599, use eli64@mail.com from now on",
+            action("modify_email", client_id="CUST-599", emailAddress=":"),
+            action("modify_email", client_id="CUST-599", emailAddress="eli64@mail.com"),
+        ),
+        (
+            "do we know kofinovak@corp.org?",
+            action("get_customer", contact="do.co"),
+            action("get_customer", contact="kofinovak@corp.org"),
+        ),
+        (
+            "PUSH 9.22.3 OF memcached TO staging",
+            action("roll_out", name="memcached", build_version="staging", target_env="staging"),
+            action("roll_out", name="memcached", build_version="9.22.3", target_env="staging"),
+        ),
+    ],
+)
+def test_the_one_value_of_the_kind_goes_into_its_slot(
+    request_text: str, written: str, meant: str
+) -> None:
+    found = restore_slot_kinds(written, asked(request_text), TOOLS, SCHEMA)
+    assert found is not None
+    assert json.loads(found[0]) == json.loads(meant)
+
+
+@pytest.mark.parametrize(
+    ("request_text", "written"),
+    [
+        # The slot already holds a value of its kind.
+        ("do we know a@b.io?", action("get_customer", contact="c@d.io")),
+        # Two e-mails in the request: which one is meant is not for a rule to say.
+        ("move a@b.io to c@d.io", action("get_customer", contact="x")),
+        # No e-mail at all.
+        ("do we know CUST-599?", action("get_customer", contact="CUST-599")),
+        # The call already holds the e-mail in another argument.
+        ("use a@b.io", action("modify_email", client_id="a@b.io", emailAddress="x")),
+    ],
+)
+def test_nothing_is_guessed(request_text: str, written: str) -> None:
+    assert restore_slot_kinds(written, asked(request_text), TOOLS, SCHEMA) is None
+
+
+def test_only_the_step_right_after_its_request() -> None:
+    written = action("get_customer", contact="do.co")
+    after = [*asked("do we know a@b.io?"), ChatMessage("tool", "{}", name="get_customer")]
+    assert restore_slot_kinds(written, after, TOOLS, SCHEMA) is None
