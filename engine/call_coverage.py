@@ -119,6 +119,11 @@ def clause_values(clause: str) -> list[str]:
     return [w for w in dict.fromkeys(words) if w]
 
 
+def request_values(request: str) -> list[str]:
+    """The values of every clause of ``request`` (:func:`clause_values`), in order."""
+    return [v for clause in clauses(request) for v in clause_values(clause)]
+
+
 def call_values(calls: Sequence[Mapping[str, Any]]) -> list[str]:
     """The strings and numbers the arguments of ``calls`` hold, lists and objects
     walked (booleans and nulls are no copied values)."""

@@ -19,10 +19,9 @@ from typing import Any
 from .call_coverage import (
     action_calls,
     call_values,
-    clause_values,
-    clauses,
     conversation_text,
     holds,
+    request_values,
     with_calls,
 )
 from .chat_template import ChatMessage
@@ -53,12 +52,7 @@ def restore_near_copies(
         return None
     said = conversation_text(messages, instructions).lower()
     held = call_values(calls)
-    free = [
-        v
-        for clause in clauses(messages[-1].content)
-        for v in clause_values(clause)
-        if not holds(held, v)
-    ]
+    free = [v for v in request_values(messages[-1].content) if not holds(held, v)]
     restored: list[tuple[str, str]] = []
 
     def restore(value: Any) -> Any:

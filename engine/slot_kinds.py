@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .argument_fit import kind_of, value_kind
-from .call_coverage import action_calls, clause_values, clauses, with_calls
+from .call_coverage import action_calls, request_values, with_calls
 from .chat_template import ChatMessage, ToolSpec
 
 
@@ -35,9 +35,8 @@ def restore_slot_kinds(
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
-    values = [v for clause in clauses(messages[-1].content) for v in clause_values(clause)]
     by_kind: dict[str, list[str]] = {}
-    for value in dict.fromkeys(values):
+    for value in dict.fromkeys(request_values(messages[-1].content)):
         by_kind.setdefault(value_kind(value), []).append(value)
     specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
     pairs: list[tuple[str, str]] = []

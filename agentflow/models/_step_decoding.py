@@ -103,10 +103,10 @@ def request_rows(job: StepJob) -> tuple[SplitRequest | None, list[StepJob]]:
     from agentflow.engine.request_parts import split_request
 
     split = split_request(job.request, job.schema)
-    parts = [part_job(job, part) for part in split.parts] if split else []
-    if split is None or any(p is None for p in parts):
+    if split is None:
         return None, [job]
-    return split, [p for p in parts if p is not None]
+    rows = [row for row in (part_job(job, part) for part in split.parts) if row is not None]
+    return (split, rows) if len(rows) == len(split.parts) else (None, [job])
 
 
 def decode_planned(
