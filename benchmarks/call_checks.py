@@ -74,18 +74,27 @@ def requests(n: int, seed: int) -> list[tuple[Sample, StepRequest]]:
     return out
 
 
-def one_step(model: EmbeddedModel, sample: Sample, step: StepRequest) -> dict[str, Any]:
-    """One step through ``model``: its seconds, passes, scores and what it did."""
+def timed_step(model: EmbeddedModel, sample: Sample, step: StepRequest) -> dict[str, Any]:
+    """One step through ``model``: its seconds, passes, scores and usage reason."""
     start = time.perf_counter()
     response = anyio.run(model.step, step)
     seconds = time.perf_counter() - start
     scores = score(sample, response.text, step.action_schema)
-    reason = response.usage.reason
     return {
         "kind": sample.kind,
         **{m: bool(scores[m]) for m in METRICS},
         "seconds": seconds,
         "forward_passes": response.usage.forward_passes,
+        "reason": response.usage.reason,
+    }
+
+
+def one_step(model: EmbeddedModel, sample: Sample, step: StepRequest) -> dict[str, Any]:
+    """One step through ``model``: its seconds, passes, scores and what it did."""
+    row = timed_step(model, sample, step)
+    reason = row.pop("reason")
+    return {
+        **row,
         "split": SPLIT in reason,
         "joined": SPLIT in reason and NOT_JOINED not in reason,
         "follow_up": FOLLOW_UP in reason,
@@ -125,6 +134,8 @@ def scores(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, Any
     print(f"{'requests':<10} {'metric':<12} {'steps':>5}  {'off':>6}  {'on':>6}  fixed  broken")
     for kind in ("call", "parallel"):
         idx = [i for i, r in enumerate(off) if r["kind"] == kind]
+        if not idx:
+            continue
         for metric in METRICS:
             row = {
                 "steps": len(idx),
@@ -144,14 +155,24 @@ def scores(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, Any
 def cost(off: list[dict[str, Any]], on: list[dict[str, Any]]) -> dict[str, Any]:
     """Milliseconds and forward passes per step, each way: over all steps, the steps
     that were split and those that decoded a follow-up."""
-    split = [i for i, r in enumerate(on) if r["split"]]
-    decoded = [i for i, r in enumerate(on) if r["follow_up"]]
+    return timed(
+        off,
+        on,
+        {
+            "all steps": list(range(len(on))),
+            "split": [i for i, r in enumerate(on) if r["split"]],
+            "with a follow-up": [i for i, r in enumerate(on) if r["follow_up"]],
+        },
+    )
+
+
+def timed(
+    off: list[dict[str, Any]], on: list[dict[str, Any]], groups: dict[str, list[int]]
+) -> dict[str, Any]:
+    """Milliseconds and forward passes per step, each way, over each group of steps
+    (by index; an empty group is left out); printed a line a group."""
     out = {}
-    for label, idx in (
-        ("all steps", list(range(len(on)))),
-        ("split", split),
-        ("with a follow-up", decoded),
-    ):
+    for label, idx in groups.items():
         if not idx:
             continue
         a, b = [off[i] for i in idx], [on[i] for i in idx]

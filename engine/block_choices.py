@@ -22,6 +22,7 @@ from .choice_scoring import ChoicePrior, ChoiceQuery, choose, first_logprobs
 from .constraints.copy_choices import likeliest_starts
 from .constraints.protocol import ChoiceConstraint, DecodeConstraint
 from .decode_batch import Segment
+from .generation import MadeChoice
 from .model import KVCache, Transformer
 
 
@@ -44,6 +45,9 @@ class ChoiceStep:
     filled_rows: set[int]
     #: Forward passes it took (when ``scored`` is not empty).
     passes: int = 1
+    #: The value choices it committed (copies and keys aside), by row (``offset``: the
+    #: block position).
+    made: tuple[tuple[int, MadeChoice], ...] = ()
 
     @property
     def filled(self) -> bool:
@@ -121,6 +125,7 @@ def make_choices(
     ]
     results = choose(model, cache, queries, given, prior_weight)  # type: ignore[arg-type]
     filled: set[int] = set()
+    made: list[tuple[int, MadeChoice]] = []
     for q, start, res in zip(queries, found_at, results, strict=True):
         c = cons[q.row]
         assert isinstance(c, ChoiceConstraint)
@@ -130,7 +135,13 @@ def make_choices(
         c.fill_choice(tokens[q.row], masked[q.row], start, res.candidate)
         confidence[q.row, start : start + len(res.candidate.tokens)] = res.confidence
         filled.add(q.row)
+        if not (q.choice.copy or q.choice.key):
+            texts = tuple(c.text for c in q.choice.candidates)
+            chosen = texts.index(res.candidate.text)
+            made.append(
+                (q.row, MadeChoice(start, len(res.candidate.tokens), texts, res.logprobs, chosen))
+            )
     scored = {q.row for q in queries if len(q.choice.candidates) > 1 or q.choice.copy}
     if copies:
         scored |= looked
-    return ChoiceStep(scored, filled, passes + 1)
+    return ChoiceStep(scored, filled, passes + 1, tuple(made))

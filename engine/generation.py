@@ -56,6 +56,11 @@ class GenerationConfig:
     time, reading what is already written, while the structure around them still
     commits in parallel. The ``steps`` cap comes first: where it leaves fewer
     steps than masked positions, the step commits what the cap needs.
+    ``second_choice`` (diffusion under ``score_choices``, without ``min_confidence``):
+    where a row's first closed value choice (the first call's tool name) was won by
+    less than this margin (log-space, bonuses included), the row is decoded again
+    with the runner-up taken, and the decode the model is surer of after the
+    choice is kept (:mod:`agentflow.engine.second_choice`); None turns it off.
     """
 
     max_new_tokens: int = 128
@@ -70,6 +75,7 @@ class GenerationConfig:
     score_choices: bool = False
     choice_prior_weight: float = 0.75
     text_threshold: float | None = None
+    second_choice: float | None = None
 
     def __post_init__(self) -> None:
         if self.order is not None and self.order not in COMMIT_ORDERS:
@@ -86,6 +92,8 @@ class GenerationConfig:
             raise ValueError(f"threshold must be in [0, 1] or None, got {self.threshold}")
         if self.text_threshold is not None and not 0.0 <= self.text_threshold <= 1.0:
             raise ValueError(f"text_threshold must be in [0, 1] or None, got {self.text_threshold}")
+        if self.second_choice is not None and not self.second_choice >= 0.0:
+            raise ValueError(f"second_choice must be >= 0 or None, got {self.second_choice}")
         if self.temperature < 0.0:
             raise ValueError(f"temperature must be >= 0, got {self.temperature}")
         if self.choice_prior_weight < 0.0:
@@ -116,6 +124,55 @@ class RowStats:
     #: Diffusion with ``min_confidence``: the lowest confidence of the block that
     #: stopped this row (its earlier blocks are its output); None when none did.
     low_confidence: float | None = None
+    #: Diffusion under ``score_choices``: the row's first closed value choice (copies
+    #: and key choices aside; None: it made none).
+    first_choice: MadeChoice | None = None
+    #: Diffusion: the confidence of each output token when the model committed it;
+    #: None for a token the constraint forced.
+    confidences: list[float | None] = field(default_factory=list)
+    #: ``GenerationConfig.second_choice``: the runner-up decoded again, and whether
+    #: that decode is the row's output (None: the row was not decoded again).
+    second_choice: SecondChoice | None = None
+
+
+@dataclass(frozen=True)
+class MadeChoice:
+    """A closed choice a row made: where, among what, and each candidate's score."""
+
+    #: Output position of the chosen candidate's first token.
+    offset: int
+    #: Tokens the chosen candidate took.
+    length: int
+    candidates: tuple[str, ...]
+    #: Score of each candidate (log-space, priors and bonuses included).
+    scores: tuple[float, ...]
+    chosen: int
+
+    @property
+    def runner_up(self) -> tuple[str, float] | None:
+        """The second-best candidate and how far behind the chosen one it scored; None
+        when the choice had one candidate."""
+        rest = [i for i in range(len(self.candidates)) if i != self.chosen]
+        if not rest:
+            return None
+        best = max(rest, key=lambda i: self.scores[i])
+        return self.candidates[best], self.scores[self.chosen] - self.scores[best]
+
+
+@dataclass(frozen=True)
+class SecondChoice:
+    """A row decoded again with the runner-up of its first choice
+    (``GenerationConfig.second_choice``)."""
+
+    first: str
+    runner_up: str
+    #: How far behind the first the runner-up scored.
+    margin: float
+    #: Mean log-confidence of the model's tokens after the choice, in each decode.
+    first_sureness: float
+    second_sureness: float
+    #: True when the runner-up's decode is the row's output.
+    kept: bool
 
 
 @dataclass

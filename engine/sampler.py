@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -58,11 +58,13 @@ from .generation import (
     GenerationConfig,
     GenerationResult,
     GenerationStats,
+    MadeChoice,
     RowStats,
     end_index,
 )
 from .model import KVCache, Transformer
 from .prefix_store import DEFAULT_CAPACITY, PrefixStore
+from .second_choice import decode_second
 from .tokenizer import Tokenizer
 
 
@@ -83,6 +85,9 @@ class BlockOutcome:
     #: Clean tokens not yet in the cache (the carry and, always, this block);
     #: pass it as ``pending`` with the next block.
     pending: Segment
+    #: Per row, the closed value choices it made (``score_choices``; copies and keys
+    #: aside), in order; their ``offset`` is a block position.
+    choices: list[list[MadeChoice]] = field(default_factory=list)
 
 
 def denoise_block(
@@ -139,6 +144,7 @@ def denoise_block(
     # The last denoising pass's logits, and the rows no choice has filled since.
     last_logits: Tensor | None = None
     fresh = torch.zeros(b, dtype=torch.bool)
+    choices: list[list[MadeChoice]] = [[] for _ in range(b)]
     # The busy rows of the last pass that left some out, the cache length then, and
     # their copy of the cache.
     sub: tuple[Tensor, int, KVCache] | None = None
@@ -176,6 +182,8 @@ def denoise_block(
                     nfe += made.passes
                     row_nfe[sorted(made.scored)] += made.passes
                 if made is not None and made.filled:
+                    for r, chosen in made.made:
+                        choices[r].append(chosen)
                     fresh[sorted(made.filled_rows)] = False
                     continue  # jump forward over what the choice forces next
         if config.cache_block_prefix and block_start is not None:
@@ -280,7 +288,7 @@ def denoise_block(
         # block enters the cache with the next block's first pass, exact as without it.
         cache.truncate(block_start)
         pending = carry
-    return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(current))
+    return BlockOutcome(tokens, confidence, nfe, row_nfe, forced, pending.cat(current), choices)
 
 
 def _cache_rows(cache: KVCache, rows: Tensor, room: int) -> KVCache:
@@ -293,6 +301,18 @@ def _lowest_committed(res: BlockOutcome, i: int, n: int) -> float:
     committed (forced positions aside); 1.0 when there is none."""
     conf = res.confidence[i, :n][~res.forced[i, :n]]
     return float(conf.min()) if conf.numel() else 1.0
+
+
+def _note_choices(rs: RowStats, res: BlockOutcome, i: int, at: int, n: int) -> None:
+    """Note on ``rs`` the confidences of the first ``n`` positions of row ``i`` (output
+    positions from ``at`` on) and its first choice, if this block made it."""
+    forced = res.forced[i, :n].tolist()
+    conf = res.confidence[i, :n].tolist()
+    rs.confidences.extend(None if f else c for c, f in zip(conf, forced, strict=True))
+    if rs.first_choice is None:
+        made = [c for c in res.choices[i] if c.offset < n] if res.choices else []
+        if made:
+            rs.first_choice = replace(made[0], offset=at + made[0].offset)
 
 
 def _clean_lead(masked: Tensor) -> int:
@@ -351,13 +371,31 @@ class DiffusionEngine:
         ones aside) below it: the row's output is its blocks before that one, and
         ``RowStats.low_confidence`` says why (``mode="auto"`` of :class:`HybridEngine`
         re-does such rows); its constraint has advanced over the stopping block.
+        With ``config.second_choice``, rows whose first choice was close are decoded
+        again with the runner-up (:mod:`.second_choice`); ``on_block`` streams their
+        first decode only.
         """
         config = config or GenerationConfig()
+        ids = encode_prompts(prompts, self.tokenizer)
+        result = self._decode(ids, config, constraints, on_block, choice_priors, min_confidence)
+        if config.second_choice is not None and constraints is not None:
+            cons = constraint_list(constraints, len(ids))
+            decode_second(self, ids, config, cons, choice_priors, result, min_confidence)
+        return result
+
+    def _decode(
+        self,
+        ids: list[list[int]],
+        config: GenerationConfig,
+        constraints: Constraints,
+        on_block: BlockCallback | None,
+        choice_priors: ChoicePriors,
+        min_confidence: float | None,
+    ) -> GenerationResult:
         if min_confidence is not None and not 0.0 <= min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {min_confidence}")
         t0 = time.perf_counter()
         cfg = self.model.config
-        ids = encode_prompts(prompts, self.tokenizer)
         b = len(ids)
         cons = constraint_list(constraints, b)
         budgets = check_context(ids, cfg.max_seq_len, config.max_new_tokens)
@@ -443,6 +481,7 @@ class DiffusionEngine:
                 finished = ended or (c is not None and c.done)
                 row = row[:room_r]
                 rs.forced_tokens += int(res.forced[i, : len(row)].sum())
+                _note_choices(rs, res, i, len(out[r]), len(row))
                 out[r].extend(row)
                 if row and on_block is not None:
                     on_block(r, row)

@@ -88,6 +88,15 @@ def add_parser(subparsers: Any) -> None:
         "and no number; agentflow.engine.argument_fit; default 0: off)",
     )
     parser.add_argument(
+        "--second-choice",
+        type=float,
+        default=None,
+        metavar="M",
+        help="diffusion, with --score-choices: where the first call's tool name won by less "
+        "than M (log-space), decode the step again with the runner-up and keep the decode "
+        "the model is surer of after the name (agentflow.engine.second_choice; default: off)",
+    )
+    parser.add_argument(
         "--split-requests",
         action="store_true",
         help="decode a message holding several requests one request at a time, in the same "
@@ -224,6 +233,7 @@ def run(args: argparse.Namespace) -> int:
             order=args.order,
             cache_block_prefix=args.cache_block_prefix,
             text_threshold=args.text_threshold,
+            second_choice=args.second_choice,
             **score_choices_setting(args),
         )
     except ValueError as exc:  # a knob out of range

@@ -52,3 +52,7 @@ RESTORE_NEAR_COPIES = True
 #: Drop optional arguments (not enums) whose string or number the conversation holds
 #: nowhere (docs/constraints.md, "Made-up options").
 DROP_MADE_UP_OPTIONS = True
+#: Where the first call's tool name won by less than this (log-space), decode the step
+#: again with the runner-up and keep the decode the model is surer of after the name
+#: (docs/constraints.md, "A second decode for a close tool choice").
+SECOND_CHOICE = 3.0

@@ -34,6 +34,9 @@ DROPPED = "no new call used one of its values"
 SPLIT = "decoded one request at a time:"
 #: ... and that the parts' calls did not join, so the message was decoded whole.
 NOT_JOINED = "not joined, decoded whole"
+#: How a step's usage reason says a close first tool choice was decoded again with the
+#: runner-up (``GenerationConfig.second_choice``), then whether that decode was kept.
+SECOND_CHOICE = "decoded again with the runner-up"
 
 logger = logging.getLogger(__name__)
 
@@ -89,6 +92,12 @@ def decode_jobs(
             model=model_name,
             batch_size=len(jobs),
         )
+        note = getattr(row, "second_choice", None)
+        if note is not None:
+            kept = "kept" if note.kept else "not kept"
+            usage.reason += f"; {SECOND_CHOICE} {note.runner_up} for {note.first} ({kept})"
+            if note.kept and job.on_text is not None:  # the stream showed the first decode
+                job.on_text(texts[i])
         out[id(job)] = StepOutcome(text=texts[i], usage=usage)
     return out
 

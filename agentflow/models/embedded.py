@@ -41,6 +41,7 @@ from ._decoding_defaults import (
     DROP_REDUNDANT_CALLS,
     FOLLOW_UP_CALLS,
     RESTORE_NEAR_COPIES,
+    SECOND_CHOICE,
     SPLIT_REQUESTS,
     TEXT_THRESHOLD,
     TOOL_RELEVANCE,
@@ -100,7 +101,11 @@ class EmbeddedModel:
     free text such as copied arguments only where each token is sure
     (``text_threshold``) and may copy a span of the request whole where a string
     value opens (copy choices); every mode's constraint keeps the output on the
-    tokenizer's own segmentation (canonical pairs). ``prompt_cache``: how many recent
+    tokenizer's own segmentation (canonical pairs). Where the first call's tool name
+    won by a small margin, a diffusion step is decoded again with the runner-up and
+    the decode the model is surer of after the name is kept (``second_choice``,
+    :mod:`agentflow.engine.second_choice`; ``settings={"second_choice": None}``
+    turns it off). ``prompt_cache``: how many recent
     prompts each engine keeps so that a prompt starting the same way reads only its
     new part (docs/engine.md, "Across calls"); None keeps the engines' default (8,
     or ``hybrid_options.prompt_cache``), 0 turns it off in every mode.
@@ -313,6 +318,7 @@ class EmbeddedModel:
             block_length=self._loaded.config.block_length,
             score_choices=True,
             text_threshold=TEXT_THRESHOLD,
+            second_choice=SECOND_CHOICE,
         )
         known = _generation_fields()
         unknown = sorted(set(settings) - known)

@@ -199,6 +199,15 @@ class ConstraintSession(SessionBlock, SessionAutoregressive, SessionChoices, Ses
         # the last jump-forward; a greedy pick there that the constraint refuses takes it.
         self._boundary: tuple[int, int] | None = None
 
+    def restarted(self) -> ConstraintSession:
+        """A fresh session of the same constraint at its initial state, with this one's
+        budget, segmentation, preferences and copy spans (not its :meth:`pick_first`)."""
+        fresh = ConstraintSession(self._c, self._max_tokens, canonical=self.canonical)
+        fresh._preferred, fresh._prefer_once = self._preferred, self._prefer_once
+        fresh._lasting, fresh._key_bonuses = self._lasting, self._key_bonuses
+        fresh._offer_as(self)
+        return fresh
+
     # -- state --
 
     @property

@@ -97,6 +97,21 @@ class SessionChoices(SessionPreferences):
         self._word_spans = value_spans(spans) if within_text else ()
         self._word_copies = {}
 
+    def _offer_as(self, other: SessionChoices) -> None:
+        """Offer the spans ``other`` offers (:meth:`copy_from`), its candidates by state
+        shared and nothing declined yet."""
+        if not (other._spans or other._numbers or other._word_spans):
+            return
+        self._spans, self._numbers, self._word_spans = (
+            other._spans,
+            other._numbers,
+            other._word_spans,
+        )
+        self._copies = other._copies
+        self._number_copies = other._number_copies
+        self._word_copies = other._word_copies
+        self._declined = set()
+
     @property
     def word_spans(self) -> tuple[str, ...]:
         """The spans offered inside free text (``copy_from(..., within_text=True)``)."""

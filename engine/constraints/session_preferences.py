@@ -37,6 +37,8 @@ class SessionPreferences:
     _lasting: Mapping[str, float] = {}
     #: Log-space bonuses of object keys that make a key choice (:meth:`prefer_keys`).
     _key_bonuses: Mapping[str, float] = {}
+    #: The value the first closed choice offering it takes (:meth:`pick_first`).
+    _first_pick: str | None = None
 
     @property
     def preferred(self) -> Mapping[str, float]:
@@ -64,6 +66,15 @@ class SessionPreferences:
         self._preferred = _checked(bonuses, "prefer")
         self._prefer_once = once
         self._lasting = _checked(lasting or {}, "prefer")
+
+    def pick_first(self, value: str | None) -> None:
+        """Make the first closed value choice that offers ``value`` take it: until the
+        output holds ``value`` as a JSON string, such a choice has it as its one
+        candidate (``GenerationConfig.second_choice`` decodes a runner-up tool this
+        way). None turns it off."""
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"pick_first takes a string or None, got {type(value).__name__}")
+        self._first_pick = value
 
     def prefer_keys(self, bonuses: Mapping[str, float]) -> None:
         """Make a choice among object keys whose every candidate is a key of ``bonuses``
@@ -95,6 +106,10 @@ class SessionPreferences:
     ) -> ClosedChoice | None:
         """``choice`` with its candidates' bonuses (:meth:`prefer`); ``before``: the
         block's tokens between the prefix and the choice."""
+        if choice is not None and self._first_pick is not None:
+            picked = [c for c in choice.candidates if c.text == self._first_pick]
+            if picked and not self._held_strings([self._first_pick], before):
+                return replace(choice, candidates=(picked[0],), bonus=())
         if choice is None or not (self._preferred or self._lasting):
             return choice
         texts = [c.text for c in choice.candidates]

@@ -30,7 +30,7 @@ def test_eval_writes_a_report_for_the_split(
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
         argv += ["--copy-within-text", "--tool-relevance", "4", "--tool-similarity", "20"]
-        argv += ["--argument-fit", "16"]
+        argv += ["--argument-fit", "16", "--second-choice", "3"]
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
     if structured:
@@ -48,6 +48,7 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
+    assert report["settings"]["generation"]["second_choice"] == (3.0 if choices else None)
     assert len(report["cases"]) == 2
     assert report["settings"]["structured"] is structured
     if structured:  # answers that are JSON objects, scored field by field
@@ -60,6 +61,8 @@ def test_eval_writes_a_report_for_the_split(
 def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--modes", "ar", "-n", "1", "--text-threshold", "2"]) == 2
     assert "text_threshold must be in [0, 1]" in capsys.readouterr().err
+    assert main(["eval", "--modes", "ar", "-n", "1", "--second-choice", "-1"]) == 2
+    assert "second_choice must be >= 0" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--tool-relevance", "--tool-similarity", "--argument-fit"])

@@ -294,6 +294,7 @@ async def test_steps_pass_the_conversation_without_its_request_as_the_choice_pri
     (call,) = seen
     assert call["config"].score_choices is True
     assert call["config"].text_threshold == 0.99  # copied values commit only where sure
+    assert call["config"].second_choice == 3.0  # a close tool choice is decoded again
     (session,) = call["constraints"]
     assert session.canonical  # the tokenizer's own segmentation
     # String values may copy spans of the request whole.

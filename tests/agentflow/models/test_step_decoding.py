@@ -16,11 +16,13 @@ from agentflow.engine.generation import (
     GenerationResult,
     GenerationStats,
     RowStats,
+    SecondChoice,
 )
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.models._step_decoding import (
     DROPPED,
     NOT_JOINED,
+    SECOND_CHOICE,
     SPLIT,
     decode_follow_ups,
     decode_jobs,
@@ -221,6 +223,29 @@ def plan_and_decode(
         lambda j: object(),
     )
     return done, joined, engine
+
+
+def test_a_step_decoded_again_with_the_runner_up_says_so(tokenizer: Tokenizer) -> None:
+    class DecodingAgain(ScriptedEngine):
+        """Its first row kept the runner-up's decode; its second did not."""
+
+        def generate(self, prompts: list[Any], config: GenerationConfig, **kwargs: Any) -> Any:
+            result = super().generate(prompts, config, **kwargs)
+            for row, kept in zip(result.stats.rows, (True, False), strict=True):
+                row.second_choice = SecondChoice("bill_show", "switch_tier", 1.5, -0.9, -0.2, kept)
+            return result
+
+    streamed: list[str] = []
+    jobs = [job(streamed), job(request="hi")]
+    engine = DecodingAgain(tokenizer, [[SECOND, FIRST]])
+    config = GenerationConfig(max_new_tokens=200)
+    done = decode_jobs(engine, tokenizer, jobs, [object()] * 2, config, "diffusion", "m")
+    assert done[id(jobs[0])].usage.reason.endswith(
+        f"; {SECOND_CHOICE} switch_tier for bill_show (kept)"
+    )
+    assert done[id(jobs[1])].usage.reason.endswith("(not kept)")
+    assert [done[id(j)].text for j in jobs] == [SECOND, FIRST]
+    assert streamed[-1] == SECOND  # the kept decode is what the stream shows last
 
 
 def test_each_request_of_a_message_is_a_row_of_the_same_batch(tokenizer: Tokenizer) -> None:
