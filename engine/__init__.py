@@ -41,7 +41,7 @@ _EXPORTS: dict[str, str] = {
     "Transformer": ".model",
     "BlockOutcome": ".sampler",
     "DiffusionEngine": ".sampler",
-    "denoise_block": ".sampler",
+    "denoise_block": ".block_denoising",
     "Tokenizer": ".tokenizer",
 }
 

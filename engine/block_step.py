@@ -4,7 +4,7 @@
 the step's logits (through each row's constraint where it has one);
 :func:`commit_positions` chooses which of them the step commits, by the commit
 order; :func:`fill_after_end` repeats a committed end token over the masked
-positions after it. :func:`agentflow.engine.sampler.denoise_block` drives them.
+positions after it. :func:`agentflow.engine.block_denoising.denoise_block` drives them.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ their cache from the whole history at each draft, as the block sampler does.
 Two kinds of draft:
 
 - :meth:`Drafter.denoise` — the block sampler's own multi-step denoising
-  (:func:`~agentflow.engine.sampler.denoise_block`) under the constraint's
+  (:func:`~agentflow.engine.block_denoising.denoise_block`) under the constraint's
   in-step enforcement. Used for greedy hybrid decoding and for the diffusion
   pass of ``mode="auto"``.
 - :meth:`Drafter.parallel` — one forward pass over the masked block, then a
@@ -39,12 +39,12 @@ from dataclasses import dataclass, field, replace
 import torch
 from torch import Tensor
 
+from .block_denoising import denoise_block
 from .constraints.protocol import DecodeConstraint
 from .decode_batch import Segment, left_pad
 from .generation import GenerationConfig, end_index
 from .model import KVCache, Transformer
 from .prefix_store import PrefixStore
-from .sampler import denoise_block
 from .speculative import greedy_pick, sample, target_probs
 
 
