@@ -2,7 +2,8 @@
 
 After an action is decoded (and its follow-up merged, :mod:`.call_coverage`),
 three checks read it against the conversation: redundant calls go
-(:func:`~.call_coverage.without_redundant_calls`), values written almost right
+(:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
+value in a list argument (:mod:`.repeated_items`); values written almost right
 are restored (:mod:`.near_copies`, and arguments named for an e-mail or a
 version that hold something else: :mod:`.slot_kinds`), and optional arguments nobody gave are
 dropped (:mod:`.made_up_options`). The order is part of the rule: a value
@@ -21,10 +22,13 @@ from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
 from .made_up_options import without_made_up_options
 from .near_copies import restore_near_copies
+from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
 
 #: How a note names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
+#: How a note names the repeated list items dropped (then their values).
+REPEATED = "dropped repeated items:"
 #: How a note names the near copies restored (then written → restored).
 RESTORED = "restored near copies:"
 #: How a note names the made-up options dropped (then tool.argument).
@@ -43,7 +47,8 @@ def mend_action(
     drop_made_up_options: bool = True,
 ) -> tuple[str, list[str]]:
     """``text`` after the checks asked for, and a note for each that changed it
-    (``REDUNDANT``, ``RESTORED``, ``MADE_UP`` and what they changed)."""
+    (``REDUNDANT``, ``REPEATED``, ``RESTORED``, ``MADE_UP`` and what they changed);
+    ``drop_redundant_calls`` drops repeated list items too."""
     notes: list[str] = []
     if drop_redundant_calls:
         kept = without_redundant_calls(text, messages, instructions, schema)
@@ -52,6 +57,10 @@ def mend_action(
             names.subtract(c["name"] for c in action_calls(kept) or [])
             notes.append(f"{REDUNDANT} {', '.join(sorted(names.elements()))}")
             text = kept
+        repeats = without_repeated_items(text, messages, instructions, schema)
+        if repeats is not None:
+            text, values = repeats
+            notes.append(f"{REPEATED} {', '.join(values)}")
     if restore_copies:
         restored: list[tuple[str, str]] = []
         found = restore_near_copies(text, messages, instructions, schema)

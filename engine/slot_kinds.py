@@ -6,9 +6,13 @@ model still fills it with a neighbour of the right value: ``"emailAddress":
 ":"``, ``"contact": "do.co"`` for "do we know kofinovak@corp.org?",
 ``"build_version": "staging"`` for "push 9.22.3 of memcached to staging". Where
 the request holds exactly one value of that kind and the call holds it in no
-argument, :func:`restore_slot_kinds` puts it there. The kinds and the words that
-name them are :mod:`.argument_fit`'s. Pure text work, after decoding; part of
-``restore_near_copies`` (docs/constraints.md, "Near copies").
+argument, :func:`restore_slot_kinds` puts it there. The other way round, the
+model copies an e-mail into the slot named for it *and* into a slot beside it
+(``"client_id": "sofia83@inbox.dev", "emailAddress": "sofia83@inbox.dev"`` for
+"set email sofia83@inbox.dev on account 36626"): the slot not named for an
+e-mail gets the request's one value that no call holds. The kinds and the words
+that name them are :mod:`.argument_fit`'s. Pure text work, after decoding; part
+of ``restore_near_copies`` (docs/constraints.md, "Near copies").
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .argument_fit import kind_of, value_kind
-from .call_coverage import action_calls, request_values, with_calls
+from .call_coverage import action_calls, call_values, holds, request_values, with_calls
 from .chat_template import ChatMessage, ToolSpec
 
 
@@ -39,6 +43,8 @@ def restore_slot_kinds(
     for value in dict.fromkeys(request_values(messages[-1].content)):
         by_kind.setdefault(value_kind(value), []).append(value)
     specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
+    held = call_values(calls)
+    free = [v for v in dict.fromkeys(request_values(messages[-1].content)) if not holds(held, v)]
     pairs: list[tuple[str, str]] = []
     mended = []
     for call in calls:
@@ -53,8 +59,13 @@ def restore_slot_kinds(
             if not isinstance(written, str) or not isinstance(spec, Mapping):
                 continue
             kind = kind_of(name, spec)
-            found = by_kind.get(kind, []) if kind else []
-            if kind is None or value_kind(written) == kind or len(found) != 1:
+            if kind is None:
+                if len(free) == 1 and _twin(name, written, arguments, properties):
+                    new[name] = free.pop()
+                    pairs.append((written, new[name]))
+                continue
+            found = by_kind.get(kind, [])
+            if value_kind(written) == kind or len(found) != 1:
                 continue
             if found[0] in new.values():
                 continue
@@ -63,3 +74,20 @@ def restore_slot_kinds(
         mended.append({**call, "arguments": new})
     action = with_calls(text, mended, schema) if pairs else None
     return None if action is None else (action, pairs)
+
+
+def _twin(
+    name: str, written: str, arguments: Mapping[str, Any], properties: Mapping[str, Any]
+) -> bool:
+    """True when ``written`` (argument ``name``'s value, its slot named for no kind) is an
+    e-mail or a version that another argument of the call, named for that kind, holds too."""
+    kind = value_kind(written)
+    if kind not in ("email", "version"):
+        return False
+    return any(
+        other != name
+        and value == written
+        and isinstance(properties.get(other), Mapping)
+        and kind_of(other, properties[other]) == kind
+        for other, value in arguments.items()
+    )

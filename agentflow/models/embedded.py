@@ -129,7 +129,9 @@ class EmbeddedModel:
     action when they use those values (:mod:`agentflow.engine.call_coverage`).
     ``drop_redundant_calls``: then drop the calls after the first that take no new
     value from the conversation (a repeat, or values of the model's own making)
-    where the calls left still serve every part of the request.
+    where the calls left still serve every part of the request, and the repeats
+    of a value a list argument holds more often than the conversation gives it
+    (:mod:`agentflow.engine.repeated_items`).
     ``restore_near_copies``: then put back the request's values that a call
     wrote almost right ("11669" for "#86669") where the conversation holds the
     written one nowhere (:mod:`agentflow.engine.near_copies`); then

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentflow.engine.action_mending import MADE_UP, REDUNDANT, RESTORED, mend_action
+from agentflow.engine.action_mending import MADE_UP, REDUNDANT, REPEATED, RESTORED, mend_action
 from agentflow.engine.chat_template import ChatMessage, ToolSpec
 
 TRACK = ToolSpec(
@@ -55,3 +55,25 @@ def test_an_email_slot_gets_the_requests_email_with_the_near_copies() -> None:
     text, notes = mend_action(written, [ChatMessage("user", "track #86669 for kim@x.io")], [TRACK])
     assert text == action({"id": "#86669", "email": "kim@x.io"})
     assert notes == [f"{RESTORED} #86696 → #86669, kim → kim@x.io"]
+
+
+def test_repeated_list_items_go_with_the_redundant_calls() -> None:
+    reboot = ToolSpec(
+        "reboot",
+        "Power-cycle servers",
+        {
+            "type": "object",
+            "properties": {"targets": {"type": "array", "items": {"type": "string"}}},
+        },
+    )
+    asked = [ChatMessage("user", "reboot app-dev-04.lan, api-us08")]
+
+    def calls(*targets: str) -> str:
+        body = [{"name": "reboot", "arguments": {"targets": list(targets)}}]
+        return json.dumps({"tool_calls": body}, separators=(",", ":"))
+
+    written = calls("app-dev-04.lan", "api-us08", "api-us08")
+    text, notes = mend_action(written, asked, [reboot])
+    assert text == calls("app-dev-04.lan", "api-us08")
+    assert notes == [f"{REPEATED} api-us08"]
+    assert mend_action(written, asked, [reboot], drop_redundant_calls=False) == (written, [])

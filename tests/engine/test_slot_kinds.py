@@ -54,6 +54,11 @@ def asked(text: str) -> list[ChatMessage]:
             action("roll_out", name="memcached", build_version="staging", target_env="staging"),
             action("roll_out", name="memcached", build_version="9.22.3", target_env="staging"),
         ),
+        (  # The e-mail in its slot and beside it: the slot beside gets the value left.
+            "set email sofia83@inbox.dev on account 36626",
+            action("modify_email", client_id="sofia83@inbox.dev", emailAddress="sofia83@inbox.dev"),
+            action("modify_email", client_id="36626", emailAddress="sofia83@inbox.dev"),
+        ),
     ],
 )
 def test_the_one_value_of_the_kind_goes_into_its_slot(
@@ -75,6 +80,12 @@ def test_the_one_value_of_the_kind_goes_into_its_slot(
         ("do we know CUST-599?", action("get_customer", contact="CUST-599")),
         # The call already holds the e-mail in another argument.
         ("use a@b.io", action("modify_email", client_id="a@b.io", emailAddress="x")),
+        # The e-mail twice, but no value left for the other slot, or two.
+        ("use a@b.io", action("modify_email", client_id="a@b.io", emailAddress="a@b.io")),
+        (
+            "a@b.io on account 36626 or c150",
+            action("modify_email", client_id="a@b.io", emailAddress="a@b.io"),
+        ),
     ],
 )
 def test_nothing_is_guessed(request_text: str, written: str) -> None:
