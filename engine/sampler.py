@@ -222,6 +222,10 @@ class DiffusionEngine:
                     )
                     if low < min_confidence:
                         rs.low_confidence = low
+                        if rs.first_choice is None and res.choices and res.choices[i]:
+                            # Not output, but a choice made: a second decode may try another.
+                            made = res.choices[i][0]
+                            rs.first_choice = replace(made, offset=len(out[r]) + made.offset)
                         continue  # stopped: this block is not its output
                 prior = priors[r]
                 if prior is not None:

@@ -18,7 +18,9 @@ row's output. The row's stats count both decodes' passes and say which served
 (``RowStats.second_choice``). Rows decode again in one batch, in the same
 ``generate`` call; only greedy diffusion under ``score_choices``, with
 constraints that can restart. With ``min_confidence`` (``auto`` mode), a row
-that stopped is left to its caller, and a second decode that stops is not kept.
+that stopped on a doubtful token after a close choice tries the runner-up too
+(hesitation is what a wrong tool looks like): where that decode finishes, it is
+the row's output; a second decode that stops is never kept.
 A second decode that fails (an infeasible block) leaves the first decodes as
 they are.
 """
@@ -85,7 +87,7 @@ def decode_second(
     close = [
         (r, runner, margin)
         for r, runner, margin in close_rows(stats.rows, config.second_choice)
-        if hasattr(constraints[r], "restarted") and stats.rows[r].low_confidence is None
+        if hasattr(constraints[r], "restarted")
     ]
     if not close:
         return
@@ -111,7 +113,8 @@ def decode_second(
         assert first.first_choice is not None
         made = first.first_choice
         a, b = sureness(first), sureness(row)
-        kept = row.low_confidence is None and b is not None and (a is None or b > a)
+        stopped = first.low_confidence is not None  # the first decode is no answer
+        kept = row.low_confidence is None and (stopped or (b is not None and (a is None or b > a)))
         note = SecondChoice(
             first=made.candidates[made.chosen],
             runner_up=runner,

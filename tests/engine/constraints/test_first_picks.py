@@ -139,18 +139,22 @@ def test_a_close_first_choice_is_decoded_again_and_the_surer_decode_kept(
     assert all(r.second_choice is None for r in none.stats.rows)
 
 
-def test_no_second_decode_for_rows_that_stopped_or_nothing_constrains(
+def test_rows_that_stop_try_the_runner_up_and_unconstrained_rows_do_not(
     call: Constraint, tokenizer: Tokenizer, engine: DiffusionEngine
 ) -> None:
     prompt = tokenizer.encode(PROMPTS[0])
     every = replace(CONFIG, second_choice=1e9)
-    # Every row stops at its first unsure token (auto mode re-does it in hybrid mode).
+    # Every row stops at its first unsure token (auto mode re-does it in hybrid mode);
+    # the runner-up's decode stops too, so the row stays stopped.
     stopping = engine.generate([prompt], every, constraints=[call.session(40)], min_confidence=1.0)
-    assert stopping.stats.rows[0].low_confidence is not None
-    assert stopping.stats.rows[0].second_choice is None
+    row = stopping.stats.rows[0]
+    assert row.low_confidence is not None and row.first_choice is not None
+    assert row.second_choice is not None and not row.second_choice.kept
     # A bound no row falls under: decoded again as without one.
     sure = engine.generate([prompt], every, constraints=[call.session(40)], min_confidence=0.0)
-    assert sure.stats.rows[0].second_choice is not None
+    plain = engine.generate([prompt], every, constraints=[call.session(40)])
+    assert sure.sequences == plain.sequences
+    assert sure.stats.rows[0].second_choice == plain.stats.rows[0].second_choice
     free = engine.generate([prompt], every)
     assert free.stats.rows[0].second_choice is None and free.stats.rows[0].first_choice is None
     with pytest.raises(ValueError, match="second_choice"):
