@@ -168,7 +168,8 @@ class SecondChoice:
     runner_up: str
     #: How far behind the first the runner-up scored.
     margin: float
-    #: Mean log-confidence of the model's tokens after the choice, in each decode.
+    #: Mean log-confidence of the model's tokens after the choice, in each decode
+    #: (NaN where the decode committed none there).
     first_sureness: float
     second_sureness: float
     #: True when the runner-up's decode is the row's output.
