@@ -63,10 +63,16 @@ def _lowest_committed(res: BlockOutcome, i: int, n: int) -> float:
 
 def _note_choices(rs: RowStats, res: BlockOutcome, i: int, at: int, n: int) -> None:
     """Note on ``rs`` the confidences of the first ``n`` positions of row ``i`` (output
-    positions from ``at`` on) and its first choice, if this block made it."""
+    positions from ``at`` on) and its first choice, if this block made it there."""
     forced = res.forced[i, :n].tolist()
     conf = res.confidence[i, :n].tolist()
     rs.confidences.extend(None if f else c for c, f in zip(conf, forced, strict=True))
+    _note_first_choice(rs, res, i, at, n)
+
+
+def _note_first_choice(rs: RowStats, res: BlockOutcome, i: int, at: int, n: int) -> None:
+    """Note on ``rs`` the first choice row ``i`` made in the block's first ``n`` positions
+    (output positions from ``at`` on), unless it made one before."""
     if rs.first_choice is None:
         made = [c for c in res.choices[i] if c.offset < n] if res.choices else []
         if made:
@@ -222,10 +228,8 @@ class DiffusionEngine:
                     )
                     if low < min_confidence:
                         rs.low_confidence = low
-                        if rs.first_choice is None and res.choices and res.choices[i]:
-                            # Not output, but a choice made: a second decode may try another.
-                            made = res.choices[i][0]
-                            rs.first_choice = replace(made, offset=len(out[r]) + made.offset)
+                        # Not output, but a choice made: a second decode may try another.
+                        _note_first_choice(rs, res, i, len(out[r]), len(row))
                         continue  # stopped: this block is not its output
                 prior = priors[r]
                 if prior is not None:

@@ -92,7 +92,7 @@ def decode_jobs(
             model=model_name,
             batch_size=len(jobs),
         )
-        note = getattr(row, "second_choice", None)
+        note = row.second_choice
         if note is not None:
             kept = "kept" if note.kept else "not kept"
             usage.reason += f"; {SECOND_CHOICE} {note.runner_up} for {note.first} ({kept})"
