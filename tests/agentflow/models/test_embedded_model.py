@@ -32,6 +32,7 @@ from agentflow.engine.chat_template import (
     render_prompt,
 )
 from agentflow.engine.checkpoints import save_checkpoint
+from agentflow.engine.constraints import action_schema
 from agentflow.engine.constraints.automaton_store import CACHE_ENV
 from agentflow.engine.constraints.copy_choices import request_spans
 from agentflow.engine.errors import CheckpointError
@@ -40,7 +41,9 @@ from agentflow.engine.model import AttentionMode, ModelConfig, Transformer
 from agentflow.engine.tokenizer import Tokenizer
 from agentflow.engine.tool_priors import step_bonuses
 from agentflow.engine.tool_similarity import WordVectors
+from agentflow.engine.training.evaluate import eval_cases
 from agentflow.models import EmbeddedModel, HybridModel, StepRequest
+from agentflow.models._step_decoding import SECOND_CHOICE
 from agentflow.models.embedded import ANSWER_BONUS, ARGUMENT_FIT, TOOL_RELEVANCE, TOOL_SIMILARITY
 
 
@@ -625,3 +628,32 @@ async def test_a_check_on_the_calls_mends_the_action_and_says_so(
     assert off.text == format_tool_calls(written)
     with pytest.raises(ValueError, match=f"{setting} must be true or false"):
         await model.step(replace(req, settings={setting: "yes"}))
+
+
+@pytest.fixture(scope="module")
+def packaged_drafter() -> EmbeddedModel:
+    return EmbeddedModel(mode="diffusion")
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("case", [101, 221])  # held-out requests the drafter hesitates over
+async def test_a_close_tool_choice_is_decoded_again_and_the_surer_call_kept(
+    case: int, packaged_drafter: EmbeddedModel
+) -> None:
+    sample = eval_cases(384, 777)[case]
+    tools = list(sample.tools)
+    step = StepRequest(
+        messages=list(sample.messages),
+        tools=tools,
+        action_schema=action_schema(tools, None, parallel_calls=True),
+        instructions=sample.instructions,
+    )
+    on = await packaged_drafter.step(step)
+    off = await packaged_drafter.step(replace(step, settings={"second_choice": None}))
+    (wanted,) = [name for name, _ in sample.calls]
+    (first,) = off.action.tool_calls
+    assert first.name != wanted  # the name score alone picks a wrong tool ...
+    assert [c.name for c in on.action.tool_calls] == [wanted]  # ... the runner-up's call is surer
+    assert f"{SECOND_CHOICE} {wanted} for {first.name} (kept)" in on.usage.reason
+    assert SECOND_CHOICE not in off.usage.reason
+    assert on.usage.forward_passes > off.usage.forward_passes
