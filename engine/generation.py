@@ -56,11 +56,12 @@ class GenerationConfig:
     time, reading what is already written, while the structure around them still
     commits in parallel. The ``steps`` cap comes first: where it leaves fewer
     steps than masked positions, the step commits what the cap needs.
-    ``second_choice`` (diffusion under ``score_choices``, without ``min_confidence``):
-    where a row's first closed value choice (the first call's tool name) was won by
-    less than this margin (log-space, bonuses included), the row is decoded again
-    with the runner-up taken, and the decode the model is surer of after the
-    choice is kept (:mod:`agentflow.engine.second_choice`); None turns it off.
+    ``second_choice`` (greedy diffusion under ``score_choices``): where a row's first
+    closed value choice (the first call's tool name) was won by less than this margin
+    (log-space, bonuses included), the row is decoded again with the runner-up taken,
+    and the decode the model is surer of after the choice is kept; with
+    ``min_confidence``, a row that stopped keeps a runner-up decode that finishes
+    (:mod:`agentflow.engine.second_choice`). None turns it off.
     """
 
     max_new_tokens: int = 128

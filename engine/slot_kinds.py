@@ -39,12 +39,13 @@ def restore_slot_kinds(
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
+    values = list(dict.fromkeys(request_values(messages[-1].content)))
     by_kind: dict[str, list[str]] = {}
-    for value in dict.fromkeys(request_values(messages[-1].content)):
+    for value in values:
         by_kind.setdefault(value_kind(value), []).append(value)
     specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
     held = call_values(calls)
-    free = [v for v in dict.fromkeys(request_values(messages[-1].content)) if not holds(held, v)]
+    free = [v for v in values if not holds(held, v)]
     pairs: list[tuple[str, str]] = []
     mended = []
     for call in calls:
