@@ -39,7 +39,7 @@ from .structured_finals import structured_output
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
-CORPUS_VERSION = 4
+CORPUS_VERSION = 5
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
 _DOMAIN_WEIGHTS = {"support": 0.42, "itops": 0.4, "general": 0.18}
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -83,6 +83,8 @@ class _Request:
     calls: list[tuple[str, dict[str, Any]]]
     by_role: list[dict[str, Any]]
     copied: list[str]
+    #: Every value as the user types it (a host list too), whose case the message keeps.
+    typed: list[str]
 
 
 class CorpusGenerator:
@@ -167,7 +169,8 @@ class CorpusGenerator:
         by_role = {role: d.value for role, d in drawn.items()}
         args = {tool.keys[p.role]: drawn[p.role].value for p in tool.params if p.role in drawn}
         copied = [d.surface for d in drawn.values() if d.copied and d.surface]
-        return _Request(text, [(tool.spec.name, args)], [by_role], copied)
+        typed = [d.surface for d in drawn.values() if d.surface]
+        return _Request(text, [(tool.spec.name, args)], [by_role], copied, typed)
 
     def _decorate(self, text: str, casing: str, protect: Sequence[str] = ()) -> str:
         """Add chatter around ``text``; never change the case of a ``protect`` ed value."""
@@ -230,7 +233,7 @@ class CorpusGenerator:
             req_a = self._request(primary[0], casing)
             req_b = self._request(primary[-1], casing)
             joiner = self._joiner()
-            text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.copied)
+            text = self._decorate(req_a.text + joiner + req_b.text, casing, req_a.typed)
             calls = req_a.calls + req_b.calls
             return Sample(
                 self.tools.specs(tools),
@@ -245,7 +248,7 @@ class CorpusGenerator:
         tools, primary = self.tools.toolset([first])
         casing = self._casing()
         req = self._request(primary[0], casing)
-        text = self._decorate(req.text, casing, req.copied)
+        text = self._decorate(req.text, casing, req.typed)
         history = self._history(tools) if rng.random() < 0.1 else []
         messages = [*history, ChatMessage("user", text)]
         if kind == "call":

@@ -355,3 +355,21 @@ def test_structured_answers_name_their_fields_from_split_pools() -> None:
 
 def test_structured_answers_stay_off_unless_asked() -> None:
     assert not any(s.kind == "structured" for s in CorpusGenerator("train", 1).samples(300))
+
+
+def test_a_message_that_opens_with_a_value_keeps_its_case() -> None:
+    # "auth-us-21 and mail-4 need a reboot" must not become "Auth-us-21 …" while the
+    # call holds "auth-us-21": a value at the start of the message is as the user typed it.
+    samples = [
+        *CorpusGenerator("heldout", 777).samples(384),
+        *CorpusGenerator("train", 3).samples(400),
+    ]
+    opening = 0
+    for sample in samples:
+        user = [m.content for m in sample.messages if m.role == "user"][-1]
+        for _, args in sample.calls:
+            for value in args.values():
+                if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                    assert all(v in user for v in value), (value, user)
+                    opening += user.lower().startswith(value[0].lower())
+    assert opening >= 3
