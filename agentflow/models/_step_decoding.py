@@ -2,14 +2,12 @@
 
 Runs in ``EmbeddedModel``'s worker thread. :func:`decode_jobs` makes one engine
 call for a batch of jobs and turns each row into a :class:`StepOutcome` (text and
-usage). :func:`request_rows` gives a job whose message holds several requests
-one row per request (:mod:`agentflow.engine.request_parts`), and
-:func:`decode_planned` decodes the batch's rows in one call and joins each such
-job's calls, decoding the message whole where they do not join.
-:func:`decode_follow_ups` then finds the actions whose calls leave a part
-of the request with values untouched (:mod:`agentflow.engine.call_coverage`),
-decodes that part as a request of its own in a second engine call, and merges the
-new calls into each action where they use a value left. :func:`mend_actions` last
+usage). :func:`decode_requests` runs the batch through the flow that
+``agentflow eval`` shares (:mod:`agentflow.engine.request_flow`): a message
+holding several requests decoded one request at a time and the calls joined
+(the message decoded whole where they do not join), then the follow-up call an
+action owes the part of its request it left untouched; it turns what happened
+into each job's usage and reason. :func:`mend_actions` last
 runs the text checks on each action (:mod:`agentflow.engine.action_mending`):
 redundant calls, near copies, made-up options. They run after the follow-up:
 before, a restored value of a wrong call would pass for a clause served and
@@ -18,7 +16,6 @@ hold back the follow-up that replaces it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -38,16 +35,9 @@ NOT_JOINED = "not joined, decoded whole"
 #: runner-up (``GenerationConfig.second_choice``), then whether that decode was kept.
 SECOND_CHOICE = "decoded again with the runner-up"
 
-logger = logging.getLogger(__name__)
-
 if TYPE_CHECKING:
-    from agentflow.engine.call_coverage import FollowUp
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.hybrid_stats import ServedMode
-    from agentflow.engine.request_parts import SplitRequest
-
-#: A job, the parts of its message (None: decoded whole) and the jobs that decode it.
-Planned = tuple[StepJob, "SplitRequest | None", list[StepJob]]
 
 
 def decode_jobs(
@@ -102,80 +92,81 @@ def decode_jobs(
     return out
 
 
-def request_rows(job: StepJob) -> tuple[SplitRequest | None, list[StepJob]]:
-    """The parts of ``job``'s message and a job per part where it asks for it
-    (``job.split``), decodes right after the request and the message holds several
-    requests its schema has room for (:func:`~agentflow.engine.request_parts.split_request`);
-    otherwise ``(None, [job])``."""
-    if not job.split or not job.follows_request:
-        return None, [job]
-    from agentflow.engine.request_parts import split_request
-
-    split = split_request(job.request, job.schema)
-    if split is None:
-        return None, [job]
-    rows = [row for row in (part_job(job, part) for part in split.parts) if row is not None]
-    return (split, rows) if len(rows) == len(split.parts) else (None, [job])
-
-
-def decode_planned(
+def decode_requests(
     engine: Any,
     tokenizer: Any,
-    plan: Sequence[Planned],
+    jobs: Sequence[StepJob],
     sessions: Sequence[Any],
     config: GenerationConfig,
     mode: str,
     model_name: str,
     new_session: Callable[[StepJob], Any],
-) -> tuple[dict[int, StepOutcome], set[int]]:
-    """Decode every row of ``plan`` (``sessions``: one per row, in order) in one
-    engine call; join the parts' calls of each split job
-    (:meth:`~agentflow.engine.request_parts.SplitRequest.joined`), and decode the
-    jobs whose parts do not join whole in a second call. The outcomes by
-    ``id(job)``, and the ids of the jobs served by their parts. A split job's usage
-    counts the tokens of every row and decode it took, and the passes of its
-    longest part (the parts share their passes) plus any whole decode's."""
-    rows = [row for _, _, job_rows in plan for row in job_rows]
-    out = decode_jobs(engine, tokenizer, rows, sessions, config, mode, model_name)
-    done: dict[int, StepOutcome] = {}
-    joined: set[int] = set()
-    whole: list[tuple[StepJob, StepUsage, str]] = []
-    for job, split, job_rows in plan:
-        if split is None:
-            done[id(job)] = out[id(job)]
-            continue
-        usage = replace(out[id(job_rows[0])].usage)
-        for row in job_rows[1:]:
-            usage = added(usage, out[id(row)].usage)
-        # The parts are rows of the same forward passes: the step took as many
-        # passes as its longest part, and the tokens of all.
-        usage.forward_passes = max(out[id(row)].usage.forward_passes for row in job_rows)
-        note = f"{SPLIT} {' | '.join(split.parts)}"
-        text = split.joined([out[id(row)].text for row in job_rows], job.schema)
-        if text is None:
-            whole.append((job, usage, note))
-            continue
-        usage.reason += f"; {note}"
-        done[id(job)] = StepOutcome(text=text, usage=usage)
-        joined.add(id(job))
-        if job.on_text is not None:
-            job.on_text(text)
-    if whole:
-        again = decode_jobs(
-            engine,
-            tokenizer,
-            [job for job, _, _ in whole],
-            [new_session(job) for job, _, _ in whole],
-            config,
-            mode,
-            model_name,
+) -> dict[int, StepOutcome]:
+    """Decode ``jobs`` request by request (:func:`agentflow.engine.request_flow.decode_steps`):
+    the requests of a message one at a time where a job asks for it, the message
+    whole where their calls do not join, then the follow-up calls owed. The
+    outcomes by ``id(job)``. ``sessions`` holds each job's own constraint session,
+    in order; ``new_session(job)`` makes the others (parts, wholes decoded again,
+    follow-ups). Each usage counts every decode its job took, kept or not (a split
+    job's parts share their forward passes), and its reason says what happened."""
+    from agentflow.engine.request_flow import FlowStep, Row, decode_steps
+
+    steps = [
+        FlowStep(
+            job.request if job.follows_request else None,
+            job.schema,
+            split=job.split,
+            follow_up=job.follow_up,
         )
-        for job, parts_usage, note in whole:
-            outcome = again[id(job)]
-            usage = added(outcome.usage, parts_usage)
-            usage.reason += f"; {note} ({NOT_JOINED})"
-            done[id(job)] = StepOutcome(text=outcome.text, usage=usage)
-    return done, joined
+        for job in jobs
+    ]
+    own = dict(enumerate(sessions))
+
+    def decode_rows(rows: list[Row]) -> list[tuple[str, StepOutcome]]:
+        row_jobs = [_row_job(jobs[r.step], r.part) for r in rows]
+        row_sessions = [
+            own.pop(r.step) if r.part is None and r.step in own else new_session(j)
+            for r, j in zip(rows, row_jobs, strict=True)
+        ]
+        out = decode_jobs(engine, tokenizer, row_jobs, row_sessions, config, mode, model_name)
+        return [(out[id(j)].text, out[id(j)]) for j in row_jobs]
+
+    def streamed(step: int, text: str) -> None:
+        if jobs[step].on_text is not None:
+            jobs[step].on_text(text)
+
+    done: dict[int, StepOutcome] = {}
+    for job, step in zip(jobs, decode_steps(steps, decode_rows, on_text=streamed), strict=True):
+        usage = replace(step.first[0].usage)
+        for part in step.first[1:]:
+            usage = added(usage, part.usage)
+        if step.parts is not None:
+            # The parts are rows of the same forward passes: the step took as many
+            # passes as its longest part, and the tokens of all.
+            usage.forward_passes = max(part.usage.forward_passes for part in step.first)
+            note = f"{SPLIT} {' | '.join(step.parts)}"
+            if step.whole is not None:
+                usage = added(step.whole.usage, usage)
+                note += f" ({NOT_JOINED})"
+            usage.reason += f"; {note}"
+        if step.follow_up_error is not None:
+            usage.reason += f"; {FOLLOW_UP} {step.follow_up} (failed: {step.follow_up_error})"
+        elif step.follow_up_row is not None:
+            usage = added(usage, step.follow_up_row.usage)  # the follow-up's cost, kept or not
+            dropped = "" if step.follow_up_kept else f" (dropped: {DROPPED})"
+            usage.reason += f"; {FOLLOW_UP} {step.follow_up}{dropped}"
+        done[id(job)] = StepOutcome(text=step.text, usage=usage)
+    return done
+
+
+def _row_job(job: StepJob, part: str | None) -> StepJob:
+    """``job`` itself, or the job that decodes ``part`` of its request."""
+    if part is None:
+        return job
+    made = part_job(job, part)
+    if made is None:  # the flow splits and follows up only right after the request
+        raise ValueError(f"the step's conversation does not end with its request: {part!r}")
+    return made
 
 
 def added(first: StepUsage, extra: StepUsage) -> StepUsage:
@@ -188,69 +179,6 @@ def added(first: StepUsage, extra: StepUsage) -> StepUsage:
         forced_tokens=first.forced_tokens + extra.forced_tokens,
         cached_input_tokens=first.cached_input_tokens + extra.cached_input_tokens,
     )
-
-
-def decode_follow_ups(
-    engine: Any,
-    tokenizer: Any,
-    jobs: Sequence[StepJob],
-    done: dict[int, StepOutcome],
-    config: GenerationConfig,
-    mode: str,
-    model_name: str,
-    new_session: Callable[[StepJob], Any],
-) -> int:
-    """Decode the follow-up calls that the outcomes ``done`` of ``jobs`` owe, each for
-    the part of its request left untouched as a request of its own
-    (:func:`part_job`), and put each merged action whose new calls use a value
-    left in ``done`` (its usage counts both decodes, kept or not); how many were
-    kept. ``new_session(job)``: a constraint session for a follow-up's job. Where
-    the second decode fails, the first actions stand and their reason says so."""
-    from agentflow.engine.call_coverage import follow_up
-
-    owed: list[tuple[StepJob, FollowUp, StepJob]] = []
-    for job in jobs:
-        follow = follow_up(done[id(job)].text, job.request)
-        if follow is None or not follow.fits(job.schema):
-            continue
-        again = part_job(job, follow.untouched)
-        if again is not None:
-            owed.append((job, follow, again))
-    if not owed:
-        return 0
-    try:
-        more = decode_jobs(
-            engine,
-            tokenizer,
-            [again for _, _, again in owed],
-            [new_session(again) for _, _, again in owed],
-            config,
-            mode,
-            model_name,
-        )
-    except Exception as exc:  # a follow-up is an extra: its failure never costs the action
-        logger.exception("follow-up calls failed; the first actions stand")
-        for job, follow, _ in owed:
-            outcome = done[id(job)]
-            usage = replace(outcome.usage)
-            usage.reason += f"; {FOLLOW_UP} {follow.untouched} (failed: {exc})"
-            done[id(job)] = StepOutcome(text=outcome.text, usage=usage)
-        return 0
-    kept = 0
-    for job, follow, again in owed:
-        first, extra = done[id(job)], more[id(again)]
-        usage = added(first.usage, extra.usage)  # the follow-up's cost, kept or not
-        merged = follow.merged(extra.text, job.schema)
-        if merged is None:
-            usage.reason += f"; {FOLLOW_UP} {follow.untouched} (dropped: {DROPPED})"
-            done[id(job)] = StepOutcome(text=first.text, usage=usage)
-            continue
-        usage.reason += f"; {FOLLOW_UP} {follow.untouched}"
-        done[id(job)] = StepOutcome(text=merged, usage=usage)
-        if job.on_text is not None:  # the stream shows the merged action last
-            job.on_text(merged)
-        kept += 1
-    return kept
 
 
 def mend_actions(jobs: Sequence[StepJob], done: dict[int, StepOutcome]) -> int:

@@ -47,13 +47,7 @@ from ._decoding_defaults import (
     TOOL_RELEVANCE,
     TOOL_SIMILARITY,
 )
-from ._step_decoding import (
-    Planned,
-    decode_follow_ups,
-    decode_planned,
-    mend_actions,
-    request_rows,
-)
+from ._step_decoding import decode_requests, mend_actions
 from ._step_jobs import MODES, StepJob, StepOutcome, step_job
 from .base import (
     ActionParseError,
@@ -329,41 +323,28 @@ class EmbeddedModel:
         return replace(base, **{k: v for k, v in settings.items() if k in known})
 
     def _run_batch(self, jobs: list[StepJob]) -> list[StepOutcome | Exception]:
-        """Decode jobs of one mode and config in one engine call (runs in a worker thread),
-        then the follow-up calls their actions owe."""
+        """Decode jobs of one mode and config (runs in a worker thread): their
+        requests one at a time where a message holds several, the follow-up calls
+        their actions owe, then the checks on the calls."""
         self._load_checkpoints()
         config = self._config(jobs[0].settings)
         mode = jobs[0].mode
         failed: dict[int, Exception] = {}
         sessions: list[Any] = []
-        plan: list[Planned] = []
+        ready: list[StepJob] = []
         for job in jobs:
             try:
-                split, rows = request_rows(job)
-                sessions += [self._session(row, config) for row in rows]
-                plan.append((job, split, rows))
+                sessions.append(self._session(job, config))
+                ready.append(job)
             except Exception as exc:  # a schema the engine cannot enforce fails this job only
                 failed[id(job)] = exc
         done: dict[int, StepOutcome] = {}
-        ready = [job for job, _, _ in plan]
         if ready:
             engine, tokenizer = self._engine(mode), self._loaded.tokenizer
             new_session = partial(self._session, config=config)
-            done, joined = decode_planned(
-                engine, tokenizer, plan, sessions, config, mode, self.name, new_session
+            done = decode_requests(
+                engine, tokenizer, ready, sessions, config, mode, self.name, new_session
             )
-            owing = [j for j in ready if j.follow_up and id(j) not in joined]
-            if owing:
-                decode_follow_ups(
-                    engine,
-                    tokenizer,
-                    owing,
-                    done,
-                    config,
-                    mode,
-                    self.name,
-                    new_session,
-                )
             mend_actions(ready, done)
         return [done[id(j)] if id(j) in done else failed[id(j)] for j in jobs]
 

@@ -1,30 +1,26 @@
 """How ``agentflow eval`` decodes one batch of cases: whole, one request at a time, with follow-ups.
 
-The evaluation decodes as ``EmbeddedModel`` does (``agentflow.models._step_decoding``),
-on its own decoder function: a message holding several requests is decoded one
-request at a time where asked (:mod:`..request_parts`), the parts in the same
+The evaluation decodes as ``EmbeddedModel`` does, through the same flow
+(:mod:`..request_flow`) on its own decoder function: a message holding several
+requests is decoded one request at a time where asked, the parts in the same
 batch as the other cases, and decoded whole where the parts' calls do not join;
 then the actions whose calls leave part of the request untouched get their
-follow-up calls (:mod:`..call_coverage`). Every extra decode's passes and tokens
-count in its case's row: its cost, kept or not.
+follow-up calls. Every extra decode's passes and tokens count in its case's
+row: its cost, kept or not.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ..call_coverage import follow_up
 from ..chat_template import last_request, with_request
-from ..request_parts import SplitRequest, split_request
+from ..request_flow import FlowStep, Row, decode_steps
 from .corpus import Sample
 
 if TYPE_CHECKING:
     from ..generation import GenerationConfig
-
-logger = logging.getLogger(__name__)
 
 #: Decodes a batch: prompts, constraint sessions, config, choice priors -> texts,
 #: per-row stats, seconds, and per row the mode that served it (``auto``; else None).
@@ -53,62 +49,42 @@ def decode_batch(
     the rows' stats, the seconds and the mode that served each row. Without
     ``new_session`` (an unconstrained run) the cases are decoded whole and once."""
     constrained = new_session is not None
-    splits = [
-        _split(case, schema) if split_requests and constrained else None
+    steps = [
+        FlowStep(
+            last_request(case.messages) if constrained and _follows_request(case) else None,
+            schema,
+            split=split_requests,
+            follow_up=follow_up_calls,
+        )
         for case, schema in zip(cases, schemas, strict=True)
     ]
-    rows_of: list[tuple[int, str | None]] = [
-        (row, part)
-        for row, split in enumerate(splits)
-        for part in (split.parts if split else (None,))
-    ]
-    texts_all, stats_all, seconds, served_all = decode(
-        [_with_request(cases[row], part).prompt() for row, part in rows_of],
-        [new_session(row, part) for row, part in rows_of] if new_session else [],
-        config,
-        [priors[row] for row, _ in rows_of],
-    )
-    texts: list[str] = [""] * len(cases)
-    stats: list[Any] = [None] * len(cases)
-    served: list[str | None] = [None] * len(cases)
-    whole_again: list[int] = []
-    for row, split in enumerate(splits):
-        mine = [k for k, (r, _) in enumerate(rows_of) if r == row]
-        stats[row] = _summed([stats_all[k] for k in mine], shared_passes=True)
-        served[row] = served_all[mine[0]]
-        joined = _joined(split, [texts_all[k] for k in mine], schemas[row])
-        if split is not None and joined is None:
-            whole_again.append(row)
-        texts[row] = joined if joined is not None else texts_all[mine[0]]
-    if whole_again:
-        again, again_stats, more_seconds, again_served = decode(
-            [cases[row].prompt() for row in whole_again],
-            [new_session(row, None) for row in whole_again] if new_session else [],
+    seconds = 0.0
+
+    def decode_rows(rows: list[Row]) -> list[tuple[str, tuple[Any, str | None]]]:
+        nonlocal seconds
+        texts, stats, took, served = decode(
+            [_with_request(cases[r.step], r.part).prompt() for r in rows],
+            [new_session(r.step, r.part) for r in rows] if new_session else [],
             config,
-            [priors[row] for row in whole_again],
+            [priors[r.step] for r in rows],
         )
-        seconds += more_seconds
-        for row, text, row_stats, by in zip(
-            whole_again, again, again_stats, again_served, strict=True
-        ):
-            texts[row], served[row] = text, by
-            stats[row] = _summed([stats[row], row_stats])
-    if follow_up_calls and new_session is not None:
-        joined_rows = {row for row, split in enumerate(splits) if split} - set(whole_again)
-        seconds += _follow_up(
-            decode, texts, stats, cases, schemas, priors, new_session, config, joined_rows
-        )
+        seconds += took
+        return list(zip(texts, zip(stats, served, strict=True), strict=True))
+
+    texts: list[str] = []
+    stats: list[Any] = []
+    served: list[str | None] = []
+    for step in decode_steps(steps, decode_rows):
+        first = _summed([row for row, _ in step.first], shared_passes=True)
+        by = step.whole[1] if step.whole is not None else step.first[0][1]
+        texts.append(step.text)
+        stats.append(_summed([first, *(row for row, _ in step.more)]))
+        served.append(by)
     return texts, stats, seconds, served
 
 
-def _split(case: Sample, schema: dict[str, Any]) -> SplitRequest | None:
-    if not case.messages or case.messages[-1].role != "user":
-        return None
-    return split_request(last_request(case.messages), schema)
-
-
-def _joined(split: SplitRequest | None, texts: list[str], schema: dict[str, Any]) -> str | None:
-    return split.joined(texts, schema) if split is not None else None
+def _follows_request(case: Sample) -> bool:
+    return bool(case.messages) and case.messages[-1].role == "user"
 
 
 def _with_request(case: Sample, request: str | None) -> Sample:
@@ -134,43 +110,3 @@ def _summed(rows: Sequence[Any], *, shared_passes: bool = False) -> Any:
         nfe=max(passes) if shared_passes else sum(passes),
         forced_tokens=sum(r.forced_tokens for r in rows),
     )
-
-
-def _follow_up(
-    decode: Decoder,
-    texts: list[str],
-    stats: list[Any],
-    cases: Sequence[Sample],
-    schemas: Sequence[dict[str, Any]],
-    priors: Sequence[str | None],
-    new_session: SessionMaker,
-    config: GenerationConfig,
-    skip: set[int],
-) -> float:
-    """Decode the follow-up calls the actions ``texts`` of ``cases`` owe (rows in
-    ``skip`` aside), each for the part of its request left untouched as a request
-    of its own, and put the merged actions that use a value left in ``texts`` (the
-    passes and tokens of every follow-up added to ``stats``); the seconds it took."""
-    owed = []
-    for row, (text, case) in enumerate(zip(texts, cases, strict=True)):
-        if row in skip or case.messages[-1].role != "user":
-            continue
-        follow = follow_up(text, last_request(case.messages))
-        if follow is not None:
-            owed.append((row, follow))
-    if not owed:
-        return 0.0
-    more, more_stats, seconds, _ = decode(
-        [_with_request(cases[row], follow.untouched).prompt() for row, follow in owed],
-        [new_session(row, follow.untouched) for row, follow in owed],
-        config,
-        [priors[row] for row, _ in owed],
-    )
-    for (row, follow), text, extra in zip(owed, more, more_stats, strict=True):
-        stats[row] = _summed([stats[row], extra])
-        merged = follow.merged(text, schemas[row])
-        if merged is None:
-            logger.debug("follow-up of row %d for %r dropped: %s", row, follow.untouched, text)
-            continue
-        texts[row] = merged
-    return seconds

@@ -24,11 +24,9 @@ from agentflow.models._step_decoding import (
     NOT_JOINED,
     SECOND_CHOICE,
     SPLIT,
-    decode_follow_ups,
     decode_jobs,
-    decode_planned,
+    decode_requests,
     mend_actions,
-    request_rows,
 )
 from agentflow.models._step_jobs import StepJob, step_job
 from agentflow.models.base import StepRequest
@@ -96,18 +94,20 @@ def job(
 
 def run(
     tokenizer: Tokenizer, script: Sequence[Sequence[str]], jobs: list[StepJob]
-) -> tuple[dict[int, Any], ScriptedEngine, list[StepJob], int]:
+) -> tuple[dict[int, Any], ScriptedEngine, list[StepJob]]:
+    """Decode ``jobs`` through the whole flow; the outcomes, the engine and the jobs
+    that asked for a new session (parts, wholes again, follow-ups)."""
     engine = ScriptedEngine(tokenizer, script)
     config = GenerationConfig(max_new_tokens=200)
-    done = decode_jobs(engine, tokenizer, jobs, [object()] * len(jobs), config, "diffusion", "m")
     asked: list[StepJob] = []
 
     def new_session(j: StepJob) -> object:
         asked.append(j)
         return object()
 
-    kept = decode_follow_ups(engine, tokenizer, jobs, done, config, "diffusion", "m", new_session)
-    return done, engine, asked, kept
+    own = [object()] * len(jobs)
+    done = decode_requests(engine, tokenizer, jobs, own, config, "diffusion", "m", new_session)
+    return done, engine, asked
 
 
 def test_the_part_left_is_decoded_as_a_request_of_its_own_and_merged(
@@ -115,8 +115,7 @@ def test_the_part_left_is_decoded_as_a_request_of_its_own_and_merged(
 ) -> None:
     streamed: list[str] = []
     one, other = job(streamed), job(request="hi")
-    done, engine, asked, kept = run(tokenizer, [[FIRST, '{"final":"hi"}'], [SECOND]], [one, other])
-    assert kept == 1
+    done, engine, asked = run(tokenizer, [[FIRST, '{"final":"hi"}'], [SECOND]], [one, other])
     assert done[id(one)].text == BOTH
     assert done[id(other)].text == '{"final":"hi"}'
     # The second engine call asks for the untouched part in place of the request,
@@ -141,8 +140,7 @@ def test_a_follow_up_that_uses_none_of_the_values_left_is_dropped(tokenizer: Tok
     streamed: list[str] = []
     one = job(streamed)
     again = '{"tool_calls":[{"name":"switch_tier","arguments":{"client_id":"zz-1"}}]}'
-    done, _, _, kept = run(tokenizer, [[FIRST], [again]], [one])
-    assert kept == 0
+    done, _, _ = run(tokenizer, [[FIRST], [again]], [one])
     assert done[id(one)].text == FIRST
     usage = done[id(one)].usage  # the follow-up's passes are spent all the same
     assert (usage.forward_passes, usage.output_tokens) == (6, len(FIRST) + len(again))
@@ -163,8 +161,8 @@ def test_no_follow_up_is_decoded_where_none_is_owed_or_allowed(
     tokenizer: Tokenizer, first: str, kwargs: dict[str, Any]
 ) -> None:
     one = job(**kwargs)
-    done, engine, asked, kept = run(tokenizer, [[first]], [one])
-    assert (kept, asked, len(engine.calls)) == (0, [], 1)
+    done, engine, asked = run(tokenizer, [[first]], [one])
+    assert (asked, len(engine.calls)) == ([], 1)
     assert done[id(one)].text == first
 
 
@@ -173,7 +171,7 @@ def test_redundant_calls_are_dropped_and_named_in_the_reason(tokenizer: Tokenize
     one, other = job(streamed), job()
     again = '{"name":"bill_show","arguments":{"id":"INV-2023-1670"}},'
     padded = BOTH.replace('{"name":"switch_tier"', again + '{"name":"switch_tier"')
-    done, _, _, _ = run(tokenizer, [[padded, BOTH]], [one, other])
+    done, _, _ = run(tokenizer, [[padded, BOTH]], [one, other])
     assert mend_actions([one, other], done) == 1
     assert done[id(one)].text == BOTH
     assert done[id(one)].usage.reason.endswith(f"{REDUNDANT} bill_show")
@@ -186,7 +184,7 @@ def test_near_copies_are_restored_and_named_in_the_reason(tokenizer: Tokenizer) 
     one, other = job(streamed), job()
     written = BOTH.replace("INV-2023-1670", "INV-2032-1670")
     # the follow-up owed to the miswritten invoice uses none of its values
-    done, _, _, _ = run(tokenizer, [[written, BOTH], ['{"final":"x"}']], [one, other])
+    done, _, _ = run(tokenizer, [[written, BOTH], ['{"final":"x"}']], [one, other])
     assert mend_actions([one, other], done) == 1
     assert done[id(one)].text == BOTH
     assert done[id(one)].usage.reason.endswith(f"{RESTORED} INV-2032-1670 → INV-2023-1670")
@@ -199,30 +197,11 @@ def test_a_follow_up_that_fails_leaves_the_first_action(
 ) -> None:
     one = job()
     # the script has no second answer: the follow-up's engine call raises
-    done, engine, _, kept = run(tokenizer, [[FIRST]], [one])
-    assert (kept, len(engine.calls)) == (0, 2)
+    done, engine, _ = run(tokenizer, [[FIRST]], [one])
+    assert len(engine.calls) == 2
     assert done[id(one)].text == FIRST
     assert done[id(one)].usage.reason.endswith(f"{PART} (failed: pop from empty list)")
     assert "follow-up calls failed" in caplog.text
-
-
-def plan_and_decode(
-    tokenizer: Tokenizer, script: Sequence[Sequence[str]], jobs: list[StepJob]
-) -> tuple[dict[int, Any], set[int], ScriptedEngine]:
-    engine = ScriptedEngine(tokenizer, script)
-    plan = [(j, *request_rows(j)) for j in jobs]
-    rows = [row for _, _, job_rows in plan for row in job_rows]
-    done, joined = decode_planned(
-        engine,
-        tokenizer,
-        plan,
-        [object()] * len(rows),
-        GenerationConfig(max_new_tokens=200),
-        "diffusion",
-        "m",
-        lambda j: object(),
-    )
-    return done, joined, engine
 
 
 def test_a_step_decoded_again_with_the_runner_up_says_so(tokenizer: Tokenizer) -> None:
@@ -251,16 +230,14 @@ def test_a_step_decoded_again_with_the_runner_up_says_so(tokenizer: Tokenizer) -
 def test_each_request_of_a_message_is_a_row_of_the_same_batch(tokenizer: Tokenizer) -> None:
     streamed: list[str] = []
     two, one = job(streamed, split=True), job(request="hi", split=True)
-    done, joined, engine = plan_and_decode(
-        tokenizer, [[FIRST, SECOND, '{"final":"hi"}']], [two, one]
-    )
+    done, engine, asked = run(tokenizer, [[FIRST, SECOND, '{"final":"hi"}']], [two, one])
     (call,) = engine.calls  # one engine call: both parts and the other job
     parts = ["send me invoice INV-2023-1670.", PART]
     assert call["prompts"][:2] == [
         render_prompt([ChatMessage("user", "hello"), ChatMessage("user", p)], []) for p in parts
     ]
     assert done[id(two)].text == BOTH and streamed == [BOTH]
-    assert joined == {id(two)}
+    assert [j.request for j in asked] == parts  # no follow-up for a joined message
     usage = done[id(two)].usage
     assert usage.output_tokens == len(FIRST) + len(SECOND)  # both parts' cost
     assert usage.forward_passes == 3  # the parts are rows of the same passes
@@ -270,12 +247,10 @@ def test_each_request_of_a_message_is_a_row_of_the_same_batch(tokenizer: Tokeniz
 
 def test_parts_that_do_not_join_send_the_message_back_whole(tokenizer: Tokenizer) -> None:
     two = job(split=True)
-    done, joined, engine = plan_and_decode(
-        tokenizer, [[FIRST, '{"final":"which plan?"}'], [BOTH]], [two]
-    )
+    done, engine, _ = run(tokenizer, [[FIRST, '{"final":"which plan?"}'], [BOTH]], [two])
     assert len(engine.calls) == 2
     assert engine.calls[1]["prompts"] == [two.prompt]
-    assert done[id(two)].text == BOTH and joined == set()
+    assert done[id(two)].text == BOTH
     usage = done[id(two)].usage
     assert usage.forward_passes == 6  # the parts' passes, then the whole decode's
     assert usage.reason.endswith(f"({NOT_JOINED})")
@@ -284,7 +259,9 @@ def test_parts_that_do_not_join_send_the_message_back_whole(tokenizer: Tokenizer
 @pytest.mark.parametrize(
     "case", ["not asked", "one request", "after the request", "one call a step"]
 )
-def test_a_message_is_decoded_whole_where_it_cannot_or_need_not_split(case: str) -> None:
+def test_a_message_is_decoded_whole_where_it_cannot_or_need_not_split(
+    tokenizer: Tokenizer, case: str
+) -> None:
     one_call = {"properties": {"tool_calls": {"type": "array", "maxItems": 1}}}
     made = {
         "not asked": job(),
@@ -292,4 +269,7 @@ def test_a_message_is_decoded_whole_where_it_cannot_or_need_not_split(case: str)
         "after the request": job(after=[ChatMessage("assistant", FIRST)], split=True),
         "one call a step": job(schema=one_call, split=True),
     }[case]
-    assert request_rows(made) == (None, [made])
+    made.follow_up = False
+    done, engine, asked = run(tokenizer, [[FIRST]], [made])
+    assert [c["prompts"] for c in engine.calls] == [[made.prompt]] and asked == []
+    assert done[id(made)].text == FIRST and SPLIT not in done[id(made)].usage.reason
