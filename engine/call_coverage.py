@@ -155,6 +155,19 @@ def holds(held: Sequence[str], value: str) -> bool:
     return False
 
 
+def takes(held: Sequence[str], value: str) -> bool:
+    """True when one of the ``held`` argument values *is* ``value``, give or take a
+    few characters (``#86669`` for ``86669``, ``325`` for ``€325``; case aside): each
+    is at least half of the other. Stricter than :func:`holds`, which also accepts a
+    long text that merely contains the value (a run-on ``57}}]}count…`` for ``57``)."""
+    v = value.lower()
+    for h in held:
+        h = h.lower()
+        if (v in h or h in v) and 2 * min(len(h), len(v)) >= max(len(h), len(v)):
+            return True
+    return False
+
+
 @dataclass(frozen=True)
 class FollowUp:
     """One more call owed after an action: the part of the request its calls leave
@@ -176,13 +189,14 @@ class FollowUp:
     def merged(self, text: str, schema: Mapping[str, Any] | None = None) -> str | None:
         """:attr:`action` with the new calls of ``text`` (the action decoded for
         :attr:`untouched` alone) after its own; None when ``text`` has no call that
-        :attr:`action` lacks, its new calls hold none of :attr:`values`, or the merged
+        :attr:`action` lacks, its new calls take none of :attr:`values` (:func:`takes`:
+        an argument that is the value, not one that runs on past it), or the merged
         action breaks ``schema`` (two calls where the schema allows one)."""
         first, more = action_calls(self.action), action_calls(text)
         if not first or not more:
             return None
         added = [c for c in more if c not in first]
-        if not any(holds(call_values(added), v) for v in self.values):
+        if not any(takes(call_values(added), v) for v in self.values):
             return None
         return with_calls(self.action, first + added, schema)
 

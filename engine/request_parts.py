@@ -19,8 +19,8 @@ parts of a message with two to :data:`MAX_PARTS` of them; the decoding paths
 (the conversation with the part in place of the message,
 :func:`~.chat_template.with_request`), in one batch, and join the parts' calls
 in order (:meth:`SplitRequest.joined`). Where a part is answered rather than
-called, or the joined calls break the step's schema, the message is decoded
-whole, as without the split.
+called, its calls take none of its values, or the joined calls break the
+step's schema, the message is decoded whole, as without the split.
 """
 
 from __future__ import annotations
@@ -30,7 +30,15 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from .call_coverage import action_calls, clause_values, clauses, with_calls
+from .call_coverage import (
+    action_calls,
+    call_values,
+    clause_values,
+    clauses,
+    request_values,
+    takes,
+    with_calls,
+)
 
 #: A message of more parts than this is decoded whole: that many requests in one
 #: message are rare, and each part is one more row of the batch.
@@ -46,13 +54,18 @@ class SplitRequest:
     def joined(self, texts: Sequence[str], schema: Mapping[str, Any] | None = None) -> str | None:
         """One action with the calls of every part's action ``texts`` (one per part, in
         order), a call written twice kept once; None when a part's action has no call
-        (an answer, or no action) or the joined action breaks ``schema``."""
+        (an answer, or no action), takes none of its part's values (:func:`takes`: a
+        run-on ``"57}}]}count…"`` for "57 lines" is no call for it), or the joined
+        action breaks ``schema``."""
         if len(texts) != len(self.parts):
             raise ValueError(f"{len(self.parts)} parts, {len(texts)} actions")
         calls: list[dict[str, Any]] = []
-        for text in texts:
+        for part, text in zip(self.parts, texts, strict=True):
             found = action_calls(text)
             if not found:
+                return None
+            values = request_values(part)
+            if values and not any(takes(call_values(found), v) for v in values):
                 return None
             calls += [c for c in found if c not in calls]
         return with_calls('{"tool_calls":[]}', calls, schema)

@@ -141,6 +141,8 @@ def test_the_calls_decoded_for_the_part_left_go_after_the_actions_own(owed: Foll
     [
         action(("bill_show", {"id": "INV-2023-1670"})),  # the same call again
         action(("switch_tier", {"client_id": "cus_9"})),  # a value the request never held
+        # a run-on value that only contains the value left
+        action(("switch_tier", {"client_id": "cus_457}}]}tier}}]}}}]}}}]}}}]}}}]}"})),
         '{"final":"done"}',
         "broken",
     ],

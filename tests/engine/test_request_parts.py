@@ -95,3 +95,14 @@ def test_the_parts_calls_join_in_order_without_repeats() -> None:
     assert split.joined([action(first), action(second)], one_call) is None
     with pytest.raises(ValueError, match="2 parts, 1 actions"):
         split.joined([action(first)])
+
+
+def test_a_part_whose_calls_take_none_of_its_values_sends_the_message_back_whole() -> None:
+    split = SplitRequest(("Any errors in redis on search-int-3?", "57 lines"))
+    first = {"name": "get_log_lines", "arguments": {"hostname": "search-int-3"}}
+    run_on = {"name": "get_log_lines", "arguments": {"hostname": "57}}]}count}}]}}}]}}}]}"}}
+    assert split.joined([action(first), action(run_on)], SCHEMA) is None
+    # a value written as the part says it, give or take a sign, joins
+    split = SplitRequest(("Status of 2537?", "refund $12.50 on 5084"))
+    refund = {"name": "refund", "arguments": {"id": "5084", "amount": 12.5}}
+    assert split.joined([action(call("get_order", "2537")), action(refund)]) is not None
