@@ -94,6 +94,9 @@ class TrainConfig:
     # A checkpoint folder (or packaged model name) whose weights start a fresh run, so a
     # run can continue from a shipped model; ignored when the run resumes from last.pt.
     init_from: str | None = None
+    # With init_from: when the config's model is deeper than init_from's (same width),
+    # grow it by block expansion (growth.py): zeroed copies of evenly spaced layers.
+    init_grow: bool = False
     # What export ships: start + export_mix * (trained - start), where start is the
     # init_from weights (kept as init.pt in out_dir). 1: the trained weights; 0.5: the
     # midpoint, a weight-space ensemble of the run and the model it continued
@@ -120,7 +123,8 @@ class TrainConfig:
         unknown = sorted(
             set(raw)
             - {"name", "objective", "model", "out_dir", "export_dir"}
-            - {"tokenizer", "data", "optim", "init_from", "export_mix", "export_mix_from"}
+            - {"tokenizer", "data", "optim", "init_from", "init_grow"}
+            - {"export_mix", "export_mix_from"}
         )
         if unknown:
             raise ValueError(f"unknown top-level keys in training config: {unknown}")
@@ -147,6 +151,11 @@ class TrainConfig:
                 "export_mix < 1 mixes the trained weights with the ones the run started "
                 "from, so it needs init_from (or export_mix_from)"
             )
+        init_grow = raw.get("init_grow", False)
+        if not isinstance(init_grow, bool):
+            raise ValueError(f"init_grow must be true or false, got {init_grow!r}")
+        if init_grow and not raw.get("init_from"):
+            raise ValueError("init_grow grows the init_from model, so it needs init_from")
         return cls(
             name=raw["name"],
             objective=raw["objective"],
@@ -157,6 +166,7 @@ class TrainConfig:
             data=build(DataSettings, raw.get("data"), "data"),
             optim=optim,
             init_from=raw.get("init_from"),
+            init_grow=init_grow,
             export_mix=export_mix,
             export_mix_from=raw.get("export_mix_from"),
         )

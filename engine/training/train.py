@@ -34,6 +34,7 @@ from ..tokenizer import Tokenizer
 from . import augment
 from .config import TrainConfig
 from .corpus import CORPUS_VERSION, CorpusGenerator
+from .growth import grown_state
 from .long_prompts import lengthened
 from .objectives import IGNORE, Batch, Example, autoregressive_batch, diffusion_batch
 from .tokenizer_training import train_and_save
@@ -238,16 +239,25 @@ def heldout_loss(
     return sum(losses) / max(1, len(losses))
 
 
-def init_weights_from(model: Transformer, source: str, tok: Tokenizer) -> None:
-    """Start from another checkpoint's weights (same architecture and tokenizer)."""
+def init_weights_from(model: Transformer, source: str, tok: Tokenizer, grow: bool = False) -> None:
+    """Start from another checkpoint's weights (same architecture and tokenizer); with
+    ``grow``, from a shallower one of the same width, grown by block expansion
+    (:mod:`.growth`)."""
     loaded = load_checkpoint(source)
     if loaded.tokenizer.fingerprint != tok.fingerprint:
         raise ValueError(f"init_from {source}: its tokenizer differs from the run's tokenizer")
     theirs = loaded.model.state_dict()
+    ours, theirs_layers = model.config.n_layers, loaded.model.config.n_layers
+    if grow and ours != theirs_layers:
+        try:
+            theirs = grown_state(theirs, theirs_layers, ours)
+        except ValueError as exc:
+            raise ValueError(f"init_from {source}: {exc}") from None
     if not _same_layout(theirs, model.state_dict()):
         raise ValueError(f"init_from {source}: its architecture differs from the config's model")
     model.load_state_dict(theirs)
-    log.info("initialized weights from %s", source)
+    grown = f", grown from {theirs_layers} to {ours} layers" if ours != theirs_layers else ""
+    log.info("initialized weights from %s%s", source, grown)
 
 
 def mixed_with_start(
@@ -316,7 +326,7 @@ def train(
     step, best, last_loss = 0, math.inf, math.nan
     last = out / "last.pt"
     if config.init_from and not (resume and last.is_file()):
-        init_weights_from(model, config.init_from, tok)
+        init_weights_from(model, config.init_from, tok, grow=config.init_grow)
         # Kept for export_mix: by export time init_from may hold another model (a
         # chained run exports over the folder it started from).
         _save(out / START_WEIGHTS, {"model": model.state_dict(), "source": config.init_from})

@@ -200,6 +200,41 @@ def test_a_run_can_start_from_a_shipped_checkpoint(
         TrainConfig.from_dict({**source.to_dict(), "init_form": "typo"})
 
 
+def test_a_deeper_model_grows_from_a_trained_one_and_starts_as_it(
+    tmp_path: Path, small_tokenizer_path: Path
+) -> None:
+    source = _config(tmp_path, small_tokenizer_path, "diffusion", "source")
+    train(source, progress=False, max_steps=2)
+    shipped = export(source)
+    raw = _config(tmp_path, small_tokenizer_path, "diffusion", "deeper").to_dict()
+    raw["model"]["n_layers"] = 3
+    deeper = TrainConfig.from_dict({**raw, "init_from": str(shipped), "init_grow": True})
+    tok = Tokenizer.from_file(small_tokenizer_path)
+    model = Transformer(deeper.model)
+    init_weights_from(model, str(shipped), tok, grow=True)
+    small = load_checkpoint(shipped).model
+    ids = torch.randint(3, 500, (2, 24))
+    with torch.no_grad():  # the inserted layer adds nothing: the same function
+        torch.testing.assert_close(model(ids), small(ids))
+    assert not torch.equal(model.layers[2].attention.wq.weight, torch.zeros(1))
+    assert torch.count_nonzero(model.layers[2].feed_forward.w2.weight) == 0
+    assert train(deeper, progress=False, max_steps=1).steps == 1
+    assert (
+        torch.count_nonzero(
+            torch.load(tmp_path / "deeper" / "last.pt")["model"]["layers.2.feed_forward.w2.weight"]
+        )
+        > 0
+    )  # and training gives it work
+
+    with pytest.raises(ValueError, match="architecture differs"):  # growth is asked for
+        init_weights_from(Transformer(deeper.model), str(shipped), tok)
+    raw["model"]["n_layers"] = 5
+    with pytest.raises(ValueError, match="at most twice as many"):
+        init_weights_from(Transformer(TrainConfig.from_dict(raw).model), str(shipped), tok, True)
+    with pytest.raises(ValueError, match="needs init_from"):
+        TrainConfig.from_dict({**raw, "init_grow": True})
+
+
 def test_export_mix_ships_the_point_between_the_start_and_the_trained_weights(
     tmp_path: Path, small_tokenizer_path: Path
 ) -> None:
