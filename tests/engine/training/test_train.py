@@ -54,6 +54,13 @@ def _config(tmp: Path, tokenizer: Path, objective: str, out: str) -> TrainConfig
     return TrainConfig.from_dict(raw)
 
 
+def _trained(tmp: Path, tokenizer: Path, objective: str, out: str) -> Path:
+    """A micro model trained one step and exported: a checkpoint to start a run from."""
+    config = _config(tmp, tokenizer, objective, out)
+    train(config, progress=False, max_steps=1)
+    return export(config)
+
+
 @pytest.mark.parametrize("objective", ["diffusion", "autoregressive"])
 def test_three_steps_train_checkpoint_and_export(
     tmp_path: Path, small_tokenizer_path: Path, objective: str
@@ -203,9 +210,7 @@ def test_a_run_can_start_from_a_shipped_checkpoint(
 def test_a_deeper_model_grows_from_a_trained_one_and_starts_as_it(
     tmp_path: Path, small_tokenizer_path: Path
 ) -> None:
-    source = _config(tmp_path, small_tokenizer_path, "diffusion", "source")
-    train(source, progress=False, max_steps=2)
-    shipped = export(source)
+    shipped = _trained(tmp_path, small_tokenizer_path, "diffusion", "source")
     raw = _config(tmp_path, small_tokenizer_path, "diffusion", "deeper").to_dict()
     raw["model"]["n_layers"] = 3
     deeper = TrainConfig.from_dict({**raw, "init_from": str(shipped), "init_grow": True})
@@ -295,9 +300,7 @@ def test_a_shifted_drafter_starts_from_an_ar_export_and_keeps_its_commit_order(
     tmp_path: Path, small_tokenizer_path: Path
 ) -> None:
     """The embedded drafter's recipe: block diffusion with logits_shift=1 from AR weights."""
-    source = _config(tmp_path, small_tokenizer_path, "autoregressive", "ar")
-    train(source, progress=False, max_steps=1)
-    ar_export = export(source)
+    ar_export = _trained(tmp_path, small_tokenizer_path, "autoregressive", "ar")
 
     drafter = _config(tmp_path, small_tokenizer_path, "diffusion", "drafter")
     drafter.init_from = str(ar_export)
