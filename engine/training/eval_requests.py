@@ -75,6 +75,8 @@ def decode_batch(
     stats: list[Any] = []
     served: list[str | None] = []
     for step in decode_steps(steps, decode_rows):
+        if step.follow_up_error is not None:  # a broken decoder fails the evaluation
+            raise step.follow_up_error
         first = _summed([row for row, _ in step.first], shared_passes=True)
         by = step.whole[1] if step.whole is not None else step.first[0][1]
         texts.append(step.text)

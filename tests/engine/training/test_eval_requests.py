@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
+
 from agentflow.engine.chat_template import ChatMessage, ToolSpec, format_tool_calls
 from agentflow.engine.constraints import action_schema
 from agentflow.engine.generation import GenerationConfig
@@ -125,3 +127,11 @@ def test_without_the_split_a_message_is_decoded_whole_then_followed_up() -> None
     assert rows[0] == Row(20, 8, 4)
     texts, _, _ = run(ScriptedDecoder({TWO: action(("get_order", "2537"))}), TWO)
     assert texts == [action(("get_order", "2537"))]  # neither: one decode, as written
+
+
+def test_a_follow_up_decode_that_fails_fails_the_evaluation() -> None:
+    # The runtime keeps the first action when a follow-up fails; an evaluation
+    # must not quietly score a broken decoder.
+    decoder = ScriptedDecoder({TWO: action(("get_order", "2537"))})  # no answer for the part
+    with pytest.raises(ValueError):
+        run(decoder, TWO, follow_up_calls=True)
