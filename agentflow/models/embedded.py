@@ -333,6 +333,9 @@ class EmbeddedModel:
         sessions: list[Any] = []
         ready: list[StepJob] = []
         for job in jobs:
+            # Built here, not when the flow first needs it, so that what a session
+            # needs (the schema compiled, the word vectors) fails this job only; a
+            # job decoded by its parts does not use it.
             try:
                 sessions.append(self._session(job, config))
                 ready.append(job)
