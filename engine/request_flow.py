@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from .call_coverage import FollowUp, follow_up
@@ -85,8 +85,11 @@ class DecodedStep(Generic[R]):
     follow_up_kept: bool = False
     #: Why the follow-up decode failed (the action stands as it was).
     follow_up_error: Exception | None = None
-    #: Every decode after the first, in order (for the caller's cost count).
-    more: list[R] = field(default_factory=list)
+
+    @property
+    def more(self) -> list[R]:
+        """Every decode after the first, in order (for the caller's cost count)."""
+        return [row for row in (self.whole, self.follow_up_row) if row is not None]
 
 
 def decode_steps(
@@ -127,7 +130,6 @@ def decode_steps(
     if again:
         for i, (text, kept) in zip(again, decode([Row(i) for i in again]), strict=True):
             out[i].text, out[i].whole = text, kept
-            out[i].more.append(kept)
     _follow_ups(steps, decode, out, on_text)
     return out
 
@@ -165,7 +167,6 @@ def _follow_ups(
     for (i, follow), (text, kept) in zip(owed, more, strict=True):
         result = out[i]
         result.follow_up, result.follow_up_row = follow.untouched, kept
-        result.more.append(kept)
         merged = follow.merged(text, steps[i].schema)
         if merged is None:
             logger.debug("follow-up of step %d for %r dropped: %s", i, follow.untouched, text)
