@@ -192,6 +192,13 @@ def timed(
     return out
 
 
+def write_report(path: Path, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON at ``path`` (its folder made) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2))
+    print(f"wrote {path}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=384)
@@ -229,9 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         "scores": scores(off, on),
         "cost": cost(off, on),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

@@ -20,11 +20,10 @@ Writes ``benchmarks/results/drafter_compare.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 from pathlib import Path
 
-from call_checks import requests, run, scores, timed
+from call_checks import requests, run, scores, timed, write_report
 
 from agentflow.engine.checkpoints import load_checkpoint
 from agentflow.models import EmbeddedModel
@@ -63,9 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         "scores": scores(off, on),
         "cost": timed(off, on, {"all steps": list(range(len(on)))}),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 

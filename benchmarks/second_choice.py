@@ -23,14 +23,13 @@ Writes ``benchmarks/results/second_choice.json`` and prints a table.
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
-from call_checks import requests, scores, timed, timed_step
+from call_checks import requests, scores, timed, timed_step, write_report
 
 from agentflow.engine.training.corpus import Sample
 from agentflow.models import EmbeddedModel, StepRequest
@@ -107,9 +106,7 @@ def main(argv: list[str] | None = None) -> int:
             },
         ),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2))
-    print(f"wrote {args.out}")
+    write_report(args.out, report)
     return 0
 
 
