@@ -192,6 +192,17 @@ def timed(
     return out
 
 
+def step_options(parser: argparse.ArgumentParser, report: str, modes: list[str]) -> None:
+    """The options of a step-by-step comparison: the held-out cases, their seed, the
+    mode (one of ``modes``) and the report's path (``results/<report>.json``)."""
+    parser.add_argument("--cases", type=int, default=384)
+    parser.add_argument("--seed", type=int, default=777)
+    parser.add_argument("--mode", default="diffusion", choices=modes)
+    parser.add_argument(
+        "--out", type=Path, default=Path(__file__).parent / "results" / f"{report}.json"
+    )
+
+
 def write_report(path: Path, report: dict[str, Any]) -> None:
     """Write ``report`` as JSON at ``path`` (its folder made) and say so."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -201,12 +212,7 @@ def write_report(path: Path, report: dict[str, Any]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=384)
-    parser.add_argument("--seed", type=int, default=777)
-    parser.add_argument("--mode", default="diffusion", choices=["diffusion", "ar", "auto"])
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "call_checks.json"
-    )
+    step_options(parser, "call_checks", ["diffusion", "ar", "auto"])
     args = parser.parse_args(argv)
 
     steps = requests(args.cases, args.seed)

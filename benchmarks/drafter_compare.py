@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import argparse
 import platform
-from pathlib import Path
 
-from call_checks import requests, run, scores, timed, write_report
+from call_checks import requests, run, scores, step_options, timed, write_report
 
 from agentflow.engine.checkpoints import load_checkpoint
 from agentflow.models import EmbeddedModel
@@ -32,12 +31,7 @@ from agentflow.models import EmbeddedModel
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("candidate", help="the candidate drafter (a checkpoint folder)")
-    parser.add_argument("--cases", type=int, default=384)
-    parser.add_argument("--seed", type=int, default=777)
-    parser.add_argument("--mode", default="diffusion", choices=["diffusion", "auto"])
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "drafter_compare.json"
-    )
+    step_options(parser, "drafter_compare", ["diffusion", "auto"])
     args = parser.parse_args(argv)
 
     packaged, candidate = (

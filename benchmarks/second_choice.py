@@ -25,11 +25,10 @@ from __future__ import annotations
 import argparse
 import platform
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
-from call_checks import requests, scores, timed, timed_step, write_report
+from call_checks import requests, scores, step_options, timed, timed_step, write_report
 
 from agentflow.engine.training.corpus import Sample
 from agentflow.models import EmbeddedModel, StepRequest
@@ -71,12 +70,7 @@ def run(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cases", type=int, default=384)
-    parser.add_argument("--seed", type=int, default=777)
-    parser.add_argument("--mode", default="diffusion", choices=["diffusion", "auto"])
-    parser.add_argument(
-        "--out", type=Path, default=Path(__file__).parent / "results" / "second_choice.json"
-    )
+    step_options(parser, "second_choice", ["diffusion", "auto"])
     args = parser.parse_args(argv)
 
     steps = requests(args.cases, args.seed)
