@@ -35,6 +35,7 @@ import json
 import platform
 import statistics
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,14 +114,26 @@ def run(
     other more often (the automaton store and the OS page cache are shared)."""
     for model in (off, on):
         anyio.run(model.step, steps[0][1])
+    return alternating(
+        len(steps),
+        lambda i: one_step(off, *steps[i]),
+        lambda i: one_step(on, *steps[i]),
+    )
+
+
+def alternating(
+    n: int, off: Callable[[int], dict[str, Any]], on: Callable[[int], dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows ``off(i)`` and ``on(i)`` for each of ``n`` steps, the one that runs first
+    alternating from step to step."""
     rows_off, rows_on = [], []
-    for i, (sample, step) in enumerate(steps):
+    for i in range(n):
         if i % 2:
-            rows_on.append(one_step(on, sample, step))
-            rows_off.append(one_step(off, sample, step))
+            rows_on.append(on(i))
+            rows_off.append(off(i))
         else:
-            rows_off.append(one_step(off, sample, step))
-            rows_on.append(one_step(on, sample, step))
+            rows_off.append(off(i))
+            rows_on.append(on(i))
     return rows_off, rows_on
 
 

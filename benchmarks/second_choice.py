@@ -28,7 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-from call_checks import requests, scores, step_options, timed, timed_step, write_report
+from call_checks import alternating, requests, scores, step_options, timed, timed_step, write_report
 
 from agentflow.engine.training.corpus import Sample
 from agentflow.models import EmbeddedModel, StepRequest
@@ -57,15 +57,11 @@ def run(
     ]
     anyio.run(model.step, off_steps[0])
     anyio.run(model.step, steps[0][1])
-    rows_off, rows_on = [], []
-    for i, ((sample, step), off_step) in enumerate(zip(steps, off_steps, strict=True)):
-        if i % 2:
-            rows_on.append(one_step(model, sample, step))
-            rows_off.append(one_step(model, sample, off_step))
-        else:
-            rows_off.append(one_step(model, sample, off_step))
-            rows_on.append(one_step(model, sample, step))
-    return rows_off, rows_on
+    return alternating(
+        len(steps),
+        lambda i: one_step(model, steps[i][0], off_steps[i]),
+        lambda i: one_step(model, *steps[i]),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
