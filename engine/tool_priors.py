@@ -1,9 +1,10 @@
 """The bonuses one agent step's decoding takes from its request and its tools.
 
-Four priors, each measured on held-out sets (docs/constraints.md):
+Five priors, each measured on held-out sets (docs/constraints.md):
 
-- the words the request shares with each tool (:mod:`.tool_relevance`) and its
-  similarity in meaning to each (:mod:`.tool_similarity`), added up as bonuses
+- the words the request shares with each tool (:mod:`.tool_relevance`), its
+  similarity in meaning to each (:mod:`.tool_similarity`) and the learned tool
+  ranker's score of each (:mod:`.tool_ranker`), added up as bonuses
   on the tool-name choice (``ConstraintSession.prefer(..., once=True)``: a tool
   is favoured for one call of the step, not again for a parallel call after it);
 - the tools the request's values cannot fill (:mod:`.argument_fit`: an e-mail
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .argument_fit import ToolWithSchema, fit_bonuses
+from .tool_ranker import ToolRanker
 from .tool_relevance import DescribedTool, as_bonuses, check_weight, holds_values, relevance
 from .tool_similarity import WordVectors, centred, cosines
 
@@ -64,17 +66,22 @@ def step_bonuses(
     answer_bonus: float,
     vectors: WordVectors | None,
     fit_weight: float = 0.0,
+    ranker: ToolRanker | None = None,
+    ranker_weight: float = 0.0,
 ) -> StepBonuses:
     """The bonuses of a step on ``request`` with ``tools``: the word overlap times
-    ``relevance_weight`` plus the centred similarity times ``similarity_weight`` for
-    the tool names, and ``{"final": answer_bonus, "tool_calls": 0}`` for the action's
+    ``relevance_weight`` plus the centred similarity times ``similarity_weight`` plus
+    ``ranker``'s centred scores times ``ranker_weight`` for the tool names, and ``{"final": answer_bonus, "tool_calls": 0}`` for the action's
     first key where :func:`serves_no_tool`. ``vectors`` is needed when either of
     the last two weights is not 0 (ValueError otherwise, and for a weight out of
-    range)."""
+    range); ``ranker`` is needed when ``ranker_weight`` is not 0."""
     relevance_weight = check_weight(relevance_weight, "tool relevance weight")
     similarity_weight = check_weight(similarity_weight, "tool similarity weight")
     answer_bonus = check_weight(answer_bonus, "answer bonus")
     fit_weight = check_weight(fit_weight, "argument fit weight")
+    ranker_weight = check_weight(ranker_weight, "tool ranker weight")
+    if ranker_weight > 0 and ranker is None:
+        raise ValueError("a tool ranker weight needs a tool ranker")
     if not tools:
         return StepBonuses()
     overlap = relevance(request, tools)
@@ -86,6 +93,9 @@ def step_bonuses(
     names = as_bonuses(overlap, relevance_weight)
     for name, bonus in as_bonuses(centred(tools, found), similarity_weight).items():
         names[name] = names.get(name, 0.0) + bonus
+    if ranker is not None:
+        for name, bonus in ranker.bonuses(request, tools, ranker_weight).items():
+            names[name] = names.get(name, 0.0) + bonus
     keys = (
         {"final": answer_bonus, "tool_calls": 0.0}
         if answer_bonus > 0 and _no_tool(request, overlap, found)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 #: Subcommand modules; each exposes ``add_parser(subparsers)`` which registers
 #: its parser and sets ``func=<callable(args) -> int>`` as a default.
-SUBCOMMANDS = ("demo", "generate", "step", "run", "serve", "train", "eval", "bench")
+SUBCOMMANDS = ("demo", "generate", "step", "run", "serve", "train", "train-ranker", "eval", "bench")
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         try:
-            module = importlib.import_module(f"agentflow.cli.{name}")
+            module = importlib.import_module(f"agentflow.cli.{name.replace('-', '_')}")
         except ImportError as exc:
             # A missing optional piece must not take the whole CLI down.
             logger.debug("subcommand %s unavailable: %s", name, exc)
