@@ -98,8 +98,9 @@ def wordllama_folder() -> Path:
     spec = importlib.util.find_spec("wordllama")
     if spec is None or not spec.submodule_search_locations:
         raise CheckpointError(
-            "tool similarity reads the word vectors of the wordllama package, which is not "
-            "installed: pip install wordllama, or turn it off with tool_similarity=0"
+            "tool similarity, the tool ranker and the answer bonus read the word vectors of "
+            "the wordllama package, which is not installed: pip install wordllama, or turn "
+            "them off with tool_similarity=0, tool_ranker=0 and answer_bonus=0"
         )
     return Path(next(iter(spec.submodule_search_locations)))
 

@@ -70,6 +70,14 @@ def add_parser(subparsers: Any) -> None:
         "(word vectors; agentflow.engine.tool_similarity; default 0: off)",
     )
     parser.add_argument(
+        "--tool-ranker",
+        type=float,
+        default=0.0,
+        metavar="W",
+        help="with --score-choices: add W x the packaged tool ranker's score of each tool "
+        "(agentflow.engine.tool_ranker; default 0: off)",
+    )
+    parser.add_argument(
         "--answer-bonus",
         type=float,
         default=0.0,
@@ -201,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         check_weight(args.tool_relevance, "--tool-relevance")
         check_weight(args.tool_similarity, "--tool-similarity")
+        check_weight(args.tool_ranker, "--tool-ranker")
         check_weight(args.answer_bonus, "--answer-bonus")
         check_weight(args.argument_fit, "--argument-fit")
     except ValueError as exc:
@@ -265,6 +274,7 @@ def run(args: argparse.Namespace) -> int:
         min_prompt_tokens=args.min_prompt_tokens,
         tool_relevance=args.tool_relevance,
         tool_similarity=args.tool_similarity,
+        tool_ranker=args.tool_ranker,
         answer_bonus=args.answer_bonus,
         argument_fit=args.argument_fit,
         split_requests=args.split_requests,

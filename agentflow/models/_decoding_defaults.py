@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from agentflow.engine.argument_fit import DEFAULT_WEIGHT as FIT_WEIGHT
 from agentflow.engine.tool_priors import DEFAULT_ANSWER_BONUS
+from agentflow.engine.tool_ranker import DEFAULT_WEIGHT as RANKER_WEIGHT
 from agentflow.engine.tool_relevance import DEFAULT_WEIGHT as RELEVANCE_WEIGHT
 from agentflow.engine.tool_similarity import DEFAULT_WEIGHT as SIMILARITY_WEIGHT
 
@@ -30,6 +31,9 @@ TOOL_RELEVANCE = RELEVANCE_WEIGHT
 #: Weight of each tool's similarity in meaning to the request (word vectors), with
 #: the same measurements (docs/constraints.md, "Tool similarity").
 TOOL_SIMILARITY = SIMILARITY_WEIGHT
+#: Weight of the learned tool ranker's score of each tool (docs/constraints.md,
+#: "Tool ranker").
+TOOL_RANKER = RANKER_WEIGHT
 #: Bonus of answering over calling a tool where the request looks like one no tool
 #: serves (docs/constraints.md, "Requests no tool serves").
 ANSWER_BONUS = DEFAULT_ANSWER_BONUS

@@ -31,6 +31,7 @@ STEP_SETTINGS = (
     "reason",
     "tool_relevance",
     "tool_similarity",
+    "tool_ranker",
     "answer_bonus",
     "argument_fit",
     "split_requests",
@@ -76,6 +77,8 @@ class StepJob:
     fit: float = 0.0
     #: Decode a message holding several requests one request at a time.
     split: bool = False
+    #: Weight of the tool ranker's scores on the tool-name choice.
+    ranker: float = 0.0
 
     @property
     def follows_request(self) -> bool:
@@ -103,6 +106,7 @@ def step_job(
     answer_bonus: float,
     argument_fit: float,
     split_requests: bool,
+    tool_ranker: float = 0.0,
     follow_up_calls: bool,
     drop_redundant_calls: bool,
     restore_near_copies: bool,
@@ -124,6 +128,7 @@ def step_job(
     similarity = check_weight(
         request.settings.get("tool_similarity", tool_similarity), "tool_similarity"
     )
+    ranker = check_weight(request.settings.get("tool_ranker", tool_ranker), "tool_ranker")
     answer = check_weight(request.settings.get("answer_bonus", answer_bonus), "answer_bonus")
     fit = check_weight(request.settings.get("argument_fit", argument_fit), "argument_fit")
     split = _flag(request.settings, "split_requests", split_requests)
@@ -155,6 +160,7 @@ def step_job(
         request,
         fit,
         split,
+        ranker,
     )
 
 

@@ -44,6 +44,7 @@ from ._decoding_defaults import (
     SECOND_CHOICE,
     SPLIT_REQUESTS,
     TEXT_THRESHOLD,
+    TOOL_RANKER,
     TOOL_RELEVANCE,
     TOOL_SIMILARITY,
 )
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from agentflow.engine.constraints.enforcement import Constraint, ConstraintSession
     from agentflow.engine.generation import GenerationConfig
     from agentflow.engine.tool_priors import StepBonuses
+    from agentflow.engine.tool_ranker import ToolRanker
     from agentflow.engine.tool_similarity import WordVectors
 
 logger = logging.getLogger(__name__)
@@ -107,7 +109,10 @@ class EmbeddedModel:
     tool's word overlap with the request (:mod:`agentflow.engine.tool_relevance`;
     docs/constraints.md, "Tool relevance"); ``tool_similarity``: and this weight times
     its similarity in meaning to the request, read with the word vectors of the
-    ``wordllama`` package (:mod:`agentflow.engine.tool_similarity`); each favours a
+    ``wordllama`` package (:mod:`agentflow.engine.tool_similarity`);
+    ``tool_ranker``: and this weight times the packaged tool ranker's score of it,
+    learned on the training corpus over the same vectors
+    (:mod:`agentflow.engine.tool_ranker`); each favours a
     tool once per step, not again for a parallel call after it. ``answer_bonus``:
     where a request holds no value and comes close to no tool in words or meaning
     ("thanks, bye"), add this to the score of answering over calling a tool. 0
@@ -148,6 +153,7 @@ class EmbeddedModel:
         prompt_cache: int | None = None,
         tool_relevance: float = TOOL_RELEVANCE,
         tool_similarity: float = TOOL_SIMILARITY,
+        tool_ranker: float = TOOL_RANKER,
         answer_bonus: float = ANSWER_BONUS,
         argument_fit: float = ARGUMENT_FIT,
         split_requests: bool = SPLIT_REQUESTS,
@@ -166,6 +172,7 @@ class EmbeddedModel:
             raise ValueError(f"prompt_cache must be >= 0, got {prompt_cache}")
         check_weight(tool_relevance, "tool_relevance")
         check_weight(tool_similarity, "tool_similarity")
+        check_weight(tool_ranker, "tool_ranker")
         check_weight(answer_bonus, "answer_bonus")
         check_weight(argument_fit, "argument_fit")
         self.model_path = model
@@ -176,6 +183,7 @@ class EmbeddedModel:
         self.prompt_cache = prompt_cache
         self.tool_relevance = tool_relevance
         self.tool_similarity = tool_similarity
+        self.tool_ranker = tool_ranker
         self.answer_bonus = answer_bonus
         self.argument_fit = argument_fit
         self.split_requests = split_requests
@@ -189,6 +197,7 @@ class EmbeddedModel:
         self._loaded: Any = None
         self._verifier: Any = None
         self._vectors: WordVectors | None = None
+        self._ranker: ToolRanker | None = None
         self._engines: dict[str, Any] = {}
         self._constraints: dict[str, Constraint] = {}
         self._compiler: Any = None
@@ -209,6 +218,8 @@ class EmbeddedModel:
         self._load_checkpoints()
         if self.tool_similarity > 0 or self.answer_bonus > 0:
             self._word_vectors()
+        if self.tool_ranker > 0:
+            self._tool_ranker()
 
     def _load_checkpoints(self) -> None:
         with self._load_lock:
@@ -227,6 +238,15 @@ class EmbeddedModel:
 
                 self._vectors = WordVectors.load()
             return self._vectors
+
+    def _tool_ranker(self) -> ToolRanker:
+        vectors = self._word_vectors()
+        with self._load_lock:
+            if self._ranker is None:
+                from agentflow.engine.tool_ranker import ToolRanker
+
+                self._ranker = ToolRanker.load(vectors=vectors)
+            return self._ranker
 
     def _load_default_verifier(self) -> None:
         """The packaged drafter comes with the packaged verifier: load it on first need."""
@@ -364,6 +384,7 @@ class EmbeddedModel:
         from agentflow.engine.tool_priors import step_bonuses
 
         needs_vectors = bool(job.tools) and (job.similarity > 0 or job.answer > 0)
+        needs_ranker = len(job.tools) > 1 and job.ranker > 0
         return step_bonuses(
             job.request,
             job.tools,
@@ -371,6 +392,8 @@ class EmbeddedModel:
             similarity_weight=job.similarity,
             answer_bonus=job.answer,
             vectors=self._word_vectors() if needs_vectors else None,
+            ranker=self._tool_ranker() if needs_ranker else None,
+            ranker_weight=job.ranker if needs_ranker else 0.0,
             fit_weight=job.fit if job.follows_request else 0.0,
         )
 
@@ -383,6 +406,7 @@ class EmbeddedModel:
             mode=request.mode or self.mode,
             tool_relevance=self.tool_relevance,
             tool_similarity=self.tool_similarity,
+            tool_ranker=self.tool_ranker,
             answer_bonus=self.answer_bonus,
             argument_fit=self.argument_fit,
             split_requests=self.split_requests,

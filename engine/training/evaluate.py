@@ -45,6 +45,7 @@ from ..action_mending import mend_action
 from ..chat_template import copy_sources, last_request
 from ..generation import GenerationConfig
 from ..tool_priors import step_bonuses
+from ..tool_ranker import ToolRanker
 from ..tool_similarity import WordVectors
 from . import augment
 from .concepts import Split
@@ -256,6 +257,7 @@ def evaluate(
     min_prompt_tokens: int = 0,
     tool_relevance: float = 0.0,
     tool_similarity: float = 0.0,
+    tool_ranker: float = 0.0,
     answer_bonus: float = 0.0,
     argument_fit: float = 0.0,
     split_requests: bool = False,
@@ -273,7 +275,9 @@ def evaluate(
     prompt is that long (:mod:`.long_prompts`). ``tool_relevance`` (a weight; 0:
     off) adds each tool's relevance to the request to its name's score
     (:mod:`agentflow.engine.tool_relevance`), ``tool_similarity`` (a weight; 0: off)
-    its similarity in meaning (:mod:`agentflow.engine.tool_similarity`); either
+    its similarity in meaning (:mod:`agentflow.engine.tool_similarity`),
+    ``tool_ranker`` (a weight; 0: off) the packaged tool ranker's score
+    (:mod:`agentflow.engine.tool_ranker`); each
     bonus favours a tool once per step (``prefer(..., once=True)``).
     ``answer_bonus`` (0: off) favours an answer over a call where the request looks
     like one no tool serves (:mod:`agentflow.engine.tool_priors`). ``argument_fit``
@@ -300,7 +304,9 @@ def evaluate(
         split=split,
     )
     schemas = [_action_schema(s) if constrained else _plain_schema(s) for s in samples]
-    vectors = WordVectors.load() if tool_similarity > 0 or answer_bonus > 0 else None
+    needs_vectors = tool_similarity > 0 or answer_bonus > 0 or tool_ranker > 0
+    vectors = WordVectors.load() if needs_vectors else None
+    ranker = ToolRanker.load(vectors=vectors) if tool_ranker > 0 else None
     # Compiled as the batches need them and only the recent ones kept: an action
     # schema's automaton takes tens of MB, and 384 of them held at once took 7.7 GB.
     compiled: OrderedDict[str, Any] = OrderedDict()  # schema -> Constraint, most recent last
@@ -340,6 +346,8 @@ def evaluate(
             answer_bonus=answer_bonus if part is None else 0.0,
             vectors=vectors,
             fit_weight=argument_fit if samples[i].messages[-1].role == "user" else 0.0,
+            ranker=ranker,
+            ranker_weight=tool_ranker,
         ).apply(session)
         return session
 
@@ -403,6 +411,7 @@ def evaluate(
         "min_prompt_tokens": min_prompt_tokens,
         "tool_relevance": tool_relevance,
         "tool_similarity": tool_similarity,
+        "tool_ranker": tool_ranker,
         "answer_bonus": answer_bonus,
         "argument_fit": argument_fit,
         "split_requests": split_requests,
