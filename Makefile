@@ -54,6 +54,7 @@ train: $(STAMP)
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7e.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7g.json
 	$(BIN)/agentflow train --config engine/training/configs/tiny-ar-stage7i.json
+	$(BIN)/agentflow train-ranker --out engine/weights/agentflow-tool-ranker
 
 clean:
 	rm -rf $(VENV) build *.egg-info
