@@ -4,14 +4,16 @@
 with the request (``tool_relevance``), its similarity in meaning
 (``tool_similarity``, WordLlama's vectors) and whether the request looks like one
 no tool serves (``serves_no_tool``; all in ``agentflow.engine.tool_priors``), and
-which tools the request's values cannot fill (``argument_fit``). This
+which tools the request's values cannot fill (``argument_fit``); the tool
+ranker's own cost is ``benchmarks/tool_ranker.py``'s. This
 times each against the step they serve,
 side by side in one run:
 
 - loading the word vectors (once per ``EmbeddedModel``), in a fresh process;
 - each prior per step, for 2, 8 and 32 listed tools (median of ``--repeats``);
 - one greedy agent step of the packaged drafter on the 8-tool request, with the
-  priors on (the default) and off, so the table shows their share of a step.
+  priors on (the default, the ranker included) and all off, so the table shows
+  their share of a step.
 
     python benchmarks/tool_priors.py [--repeats 200] [--steps 5]
 
@@ -147,7 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     on = step_ms(EmbeddedModel(mode="diffusion"), args.steps)
     off = step_ms(
         EmbeddedModel(
-            mode="diffusion", tool_relevance=0, tool_similarity=0, answer_bonus=0, argument_fit=0
+            mode="diffusion",
+            tool_relevance=0,
+            tool_similarity=0,
+            tool_ranker=0,
+            answer_bonus=0,
+            argument_fit=0,
         ),
         args.steps,
     )
