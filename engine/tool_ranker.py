@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import CheckpointError
 from .tool_relevance import DescribedTool, as_bonuses, check_weight
-from .tool_similarity import WordVectors, tool_text
+from .tool_similarity import WordVectors, read_tensors, tool_text
 
 if TYPE_CHECKING:
     import numpy as np
@@ -84,20 +84,11 @@ class ToolRanker:
         (the ``wordllama`` package's by default). :class:`CheckpointError` names a file
         that is missing or unreadable, or vectors of another shape than it was trained on."""
         import numpy as np
-        from safetensors import SafetensorError
-        from safetensors.numpy import load_file
 
         folder = Path(folder) if folder is not None else packaged_folder()
         config = _read_config(folder / CONFIG_FILE)
         path = folder / WEIGHTS_FILE
-        if not path.is_file():
-            raise CheckpointError(f"tool ranker weights not found: {path}", path=path)
-        try:
-            tensors = load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise CheckpointError(
-                f"tool ranker weights {path} are not readable safetensors: {exc}", path=path
-            ) from exc
+        tensors = read_tensors(path, "tool ranker weights")
         missing = {"projection", "request_weights", "tool_weights", "scale"} - set(tensors)
         if missing:
             raise CheckpointError(f"tool ranker weights {path} lack {sorted(missing)}", path=path)

@@ -156,19 +156,26 @@ def similarity_bonuses(
     return as_bonuses(similarity(request, listed, vectors), weight)
 
 
-def _read_table(path: Path) -> np.ndarray:
-    import numpy as np
+def read_tensors(path: Path, what: str) -> dict[str, np.ndarray]:
+    """The numpy tensors of the safetensors file ``path``; :class:`CheckpointError`
+    names ``what`` and the file when it is missing or unreadable."""
     from safetensors import SafetensorError
     from safetensors.numpy import load_file
 
     if not path.is_file():
-        raise CheckpointError(f"word vectors file not found: {path}", path=path)
+        raise CheckpointError(f"{what} not found: {path}", path=path)
     try:
-        tensors = load_file(str(path))
+        return load_file(str(path))
     except (SafetensorError, OSError, ValueError) as exc:
         raise CheckpointError(
-            f"word vectors file {path} is not readable safetensors: {exc}", path=path
+            f"{what} {path} is not readable safetensors: {exc}", path=path
         ) from exc
+
+
+def _read_table(path: Path) -> np.ndarray:
+    import numpy as np
+
+    tensors = read_tensors(path, "word vectors file")
     tables = [t for t in tensors.values() if t.ndim == 2]
     if len(tables) != 1:
         raise CheckpointError(
