@@ -71,10 +71,11 @@ def step_bonuses(
 ) -> StepBonuses:
     """The bonuses of a step on ``request`` with ``tools``: the word overlap times
     ``relevance_weight`` plus the centred similarity times ``similarity_weight`` plus
-    ``ranker``'s centred scores times ``ranker_weight`` for the tool names, and ``{"final": answer_bonus, "tool_calls": 0}`` for the action's
-    first key where :func:`serves_no_tool`. ``vectors`` is needed when either of
-    the last two weights is not 0 (ValueError otherwise, and for a weight out of
-    range); ``ranker`` is needed when ``ranker_weight`` is not 0."""
+    ``ranker``'s centred scores times ``ranker_weight`` for the tool names, and
+    ``{"final": answer_bonus, "tool_calls": 0}`` for the action's first key where
+    :func:`serves_no_tool`. ``vectors`` is needed when the similarity weight or the
+    answer bonus is not 0 (ValueError otherwise, and for a weight out of range);
+    ``ranker`` is needed when ``ranker_weight`` is not 0."""
     relevance_weight = check_weight(relevance_weight, "tool relevance weight")
     similarity_weight = check_weight(similarity_weight, "tool similarity weight")
     answer_bonus = check_weight(answer_bonus, "answer bonus")

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import CheckpointError
-from .tool_relevance import DescribedTool, as_bonuses, check_weight
+from .tool_relevance import QUOTED, DescribedTool, as_bonuses, check_weight
 from .tool_similarity import WordVectors, read_tensors, tool_text
 
 if TYPE_CHECKING:
@@ -48,14 +48,13 @@ FORMAT = "agentflow-tool-ranker/1"
 WEIGHTS_FILE = "ranker.safetensors"
 CONFIG_FILE = "config.json"
 
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 _DIGIT = re.compile(r"[0-9]")
 
 
 def request_text(request: str) -> str:
     """What the ranker reads of a request: lower-cased, quoted text as ``"title"``,
     every digit as ``0``."""
-    return _DIGIT.sub("0", _QUOTED.sub(' "title" ', request)).lower()
+    return _DIGIT.sub("0", QUOTED.sub(' "title" ', request)).lower()
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,9 +140,7 @@ class ToolRanker:
 
         table = self.vectors.table
         out = np.zeros((len(texts), self.vectors.dim), dtype=np.float32)
-        encodings = self.vectors.tokenizer.encode_batch(list(texts), add_special_tokens=False)  # type: ignore[attr-defined]
-        for i, encoding in enumerate(encodings):
-            ids = [t for t in encoding.ids if 0 <= t < table.shape[0]]
+        for i, ids in enumerate(self.vectors.token_ids(texts)):
             if not ids:
                 continue
             score = weights[ids]

@@ -49,7 +49,8 @@ STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD = re.compile(r"[^\W\d_]+")  # runs of letters, any script
-_QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
+#: Quoted text in a request: an argument (a title, a message), not what it asks for.
+QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
 #: A token with a digit, ``@``, ``_``, or a ``.``/``-`` inside: an id, an address, a host.
 _VALUE_LIKE = re.compile(r"[0-9@_]|\w[.-]\w")
 _SUFFIXES = frozenset({"s", "es", "ed", "d", "ing", "er", "ers", "ion", "ions", "ment", "ments"})
@@ -78,14 +79,14 @@ def request_words(text: str) -> list[str]:
     """:func:`words` of a request, without its quoted text and value-like tokens
     (``web-prod-03``, ``a@b.io``, ``INV-2025``): those are arguments, not what the
     request asks for."""
-    text = _QUOTED.sub(" ", text)
+    text = QUOTED.sub(" ", text)
     return words(" ".join(t for t in text.split() if not is_value_like(t)))
 
 
 def holds_values(text: str) -> bool:
     """True when ``text`` quotes something or holds a value-like token (an id, a host,
     an e-mail, a number): what a tool call would take as an argument."""
-    return bool(_QUOTED.search(text)) or any(is_value_like(t) for t in text.split())
+    return bool(QUOTED.search(text)) or any(is_value_like(t) for t in text.split())
 
 
 def is_value_like(token: str) -> bool:

@@ -75,15 +75,19 @@ class WordVectors:
         """Components of a vector."""
         return int(self.table.shape[1])
 
+    def token_ids(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's tokens that have a row in the table."""
+        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)  # type: ignore[attr-defined]
+        vocab = self.table.shape[0]
+        return [[t for t in encoding.ids if 0 <= t < vocab] for encoding in encodings]
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """[len(texts), dim] unit vectors, each the mean of its text's token vectors
         (zeros for a text with no tokens)."""
         import numpy as np
 
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        encodings = self.tokenizer.encode_batch(list(texts), add_special_tokens=False)  # type: ignore[attr-defined]
-        for i, encoding in enumerate(encodings):
-            ids = [t for t in encoding.ids if 0 <= t < self.table.shape[0]]
+        for i, ids in enumerate(self.token_ids(texts)):
             if not ids:
                 continue
             mean = self.table[ids].astype(np.float32).mean(axis=0)

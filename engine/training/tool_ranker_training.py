@@ -123,19 +123,12 @@ def train_ranker(
 _Encoded = tuple[list[int], list[list[int]], list[float]]
 
 
-def _ids(text: str, vectors: WordVectors) -> list[int]:
-    vocab = vectors.table.shape[0]
-    found = vectors.tokenizer.encode(text, add_special_tokens=False).ids  # type: ignore[attr-defined]
-    return [t for t in found if 0 <= t < vocab]
-
-
 def _encode(ex: RankedRequest, vectors: WordVectors) -> _Encoded:
     wanted = [1.0 if t.name in ex.wanted else 0.0 for t in ex.tools]  # type: ignore[attr-defined]
-    return (
-        _ids(request_text(ex.request), vectors),
-        [_ids(tool_text(t), vectors) for t in ex.tools],  # type: ignore[arg-type]
-        wanted,
+    request, *tools = vectors.token_ids(
+        [request_text(ex.request), *(tool_text(t) for t in ex.tools)]  # type: ignore[arg-type]
     )
+    return request, tools, wanted
 
 
 def _padded(rows: Sequence[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
