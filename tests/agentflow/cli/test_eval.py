@@ -30,7 +30,7 @@ def test_eval_writes_a_report_for_the_split(
     if choices:
         argv += ["--score-choices", "--text-threshold", "0.99", "--canonical", "--copy"]
         argv += ["--copy-within-text", "--tool-relevance", "4", "--tool-similarity", "20"]
-        argv += ["--argument-fit", "16", "--second-choice", "3"]
+        argv += ["--argument-fit", "16", "--second-choice", "3", "--tool-ranker", "1.5"]
     if min_tokens:
         argv += ["--min-prompt-tokens", str(min_tokens)]
     if structured:
@@ -45,6 +45,7 @@ def test_eval_writes_a_report_for_the_split(
     assert report["settings"]["tool_relevance"] == (4.0 if choices else 0.0)
     assert report["settings"]["tool_similarity"] == (20.0 if choices else 0.0)
     assert report["settings"]["argument_fit"] == (16.0 if choices else 0.0)
+    assert report["settings"]["tool_ranker"] == (1.5 if choices else 0.0)
     assert report["settings"]["generation"]["cache_block_prefix"] is cache_prefix
     assert report["settings"]["generation"]["score_choices"] is choices
     assert report["settings"]["generation"]["text_threshold"] == (0.99 if choices else None)
@@ -65,7 +66,9 @@ def test_eval_rejects_a_knob_out_of_range(capsys: pytest.CaptureFixture[str]) ->
     assert "second_choice must be >= 0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("flag", ["--tool-relevance", "--tool-similarity", "--argument-fit"])
+@pytest.mark.parametrize(
+    "flag", ["--tool-relevance", "--tool-similarity", "--tool-ranker", "--argument-fit"]
+)
 def test_eval_rejects_a_negative_tool_weight(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "--modes", "ar", "-n", "1", flag, "-1"]) == 2
     assert f"{flag} must be a finite number >= 0" in capsys.readouterr().err
