@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     import numpy as np
 
 #: Log-space bonus per unit of the ranker's centred score: ``EmbeddedModel``'s
-#: default (``agentflow eval --tool-ranker`` is off unless given).
-DEFAULT_WEIGHT = 1.0
+#: default (``agentflow eval --tool-ranker`` is off unless given). 2 against 1: the
+#: same in diffusion mode, better in AR and ``auto`` (docs/constraints.md, "Tool ranker").
+DEFAULT_WEIGHT = 2.0
 #: The packaged ranker's folder name under ``engine/weights``.
 PACKAGED_RANKER = "agentflow-tool-ranker"
 #: What ``config.json`` names as the format; bumped when the text or the maths change.
