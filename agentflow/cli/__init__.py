@@ -84,6 +84,14 @@ def _failure_types() -> tuple[type[BaseException], ...]:
     )
 
 
+def show_progress() -> None:
+    """Let the INFO records of the agentflow loggers through: a long command's progress
+    lines (training, evaluation). The console script configures logging at WARNING
+    before dispatching, so such a command calls this first."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("agentflow").setLevel(logging.INFO)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``agentflow`` console script; returns the exit code."""
     parser = build_parser()

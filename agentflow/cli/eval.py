@@ -15,6 +15,7 @@ from agentflow.cli import (
     add_score_choices_argument,
     add_text_threshold_argument,
     score_choices_setting,
+    show_progress,
 )
 
 
@@ -192,10 +193,7 @@ def run(args: argparse.Namespace) -> int:
         write_report,
     )
 
-    # The console script configures logging at WARNING before dispatching; progress lines
-    # of a long run are INFO records of the agentflow loggers, so let those through.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("agentflow").setLevel(logging.INFO)
+    show_progress()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:

@@ -31,13 +31,11 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agentflow.cli import show_progress
     from agentflow.engine.training.config import TrainConfig
     from agentflow.engine.training.train import export, train
 
-    # The console script configures logging at WARNING before dispatching; progress lines
-    # of a long run are INFO records of the agentflow loggers, so let those through.
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("agentflow").setLevel(logging.INFO)
+    show_progress()
     config = TrainConfig.load(args.config)
     if args.threads is not None:
         config.optim.threads = args.threads

@@ -34,11 +34,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from agentflow.cli import CLIError
+    from agentflow.cli import CLIError, show_progress
     from agentflow.engine.training.tool_ranker_training import RankerTraining, train_ranker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    logging.getLogger("agentflow").setLevel(logging.INFO)
+    show_progress()
     try:
         options = RankerTraining(
             samples=args.samples,
