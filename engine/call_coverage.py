@@ -113,7 +113,8 @@ def clause_values(clause: str) -> list[str]:
             found.append(token)
     if found:  # weaker values would mark it served by a call for another clause
         return found
-    words = [n for n in _NAMED.findall(bare) if n.lower() not in _NOT_NAMES]
+    names = [n.strip(_TRIM) for n in _NAMED.findall(bare)]  # "login joao." names joao
+    words = [n for n in names if n and n.lower() not in _NOT_NAMES]
     words += [_CHATTER.split(t)[0].strip() for t in _SEARCHED.findall(bare)]
     words += _PROPER.findall(bare)
     return [w for w in dict.fromkeys(words) if w]
@@ -289,6 +290,14 @@ def with_calls(
     if schema and not validator_for(schema)(schema).is_valid(whole):
         return None
     return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
+
+
+def says(said: str, value: str) -> bool:
+    """The lower-cased text ``said`` holds ``value`` (case aside) as a whole word, not
+    inside a longer one: "turn off login omoreau" says ``omoreau``, not ``omore``;
+    "SO-14246" says ``14246`` (a hyphen, a ``#`` or a space bounds a word)."""
+    pattern = rf"(?<!\w){re.escape(value.lower())}(?!\w)"
+    return re.search(pattern, said) is not None
 
 
 def _said(values: Sequence[str], said: str) -> list[str]:

@@ -12,6 +12,7 @@ from agentflow.engine.call_coverage import (
     clause_values,
     clauses,
     follow_up,
+    says,
     untouched,
     without_redundant_calls,
 )
@@ -217,3 +218,18 @@ def test_only_an_action_just_after_its_request_is_pruned() -> None:
     three_calls = {"properties": {"tool_calls": {"minItems": 3}}}
     assert without_redundant_calls(text, asked(), schema=three_calls) is None
     assert without_redundant_calls('{"final":"ok"}', asked()) is None
+
+
+@pytest.mark.parametrize(
+    ("said", "value", "whole"),
+    [
+        ("turn off login omoreau", "omoreau", True),
+        ("turn off login omoreau", "omore", False),
+        ("track so-14246 please", "14246", True),
+        ("refund $320.99 now", "320.99", True),
+        ("see inv-2023-5427", "3", False),
+        ("message ines8@acme.io", "INES8@acme.io", True),
+    ],
+)
+def test_a_value_is_said_only_as_a_whole_word(said: str, value: str, whole: bool) -> None:
+    assert says(said, value) is whole

@@ -77,3 +77,45 @@ def test_nothing_is_restored_where_the_schema_refuses_it_or_the_request_is_past(
     went_on = [*asked("track #86669"), ChatMessage("tool", "{}", name="track")]
     assert restore_near_copies(text, went_on) is None
     assert restore_near_copies('{"final":"done"}', asked("track #86669")) is None
+
+
+@pytest.mark.parametrize(
+    ("request_text", "written", "meant"),
+    [
+        # the miscopy holds the request's value itself: that must not count as a call holding it
+        ("Can you void 59133? and send a confirmation", "591333", "59133"),
+        ("check haproxy's journal on web-int-15", "web-int-15.lan", "web-int-15"),
+        # cut inside a word: the conversation holds "omore" only as part of "omoreau"
+        ("Turn off login omoreau", "omore", "omoreau"),
+        # written with the sentence's full stop
+        ("turn off login joao. it's kind of urgent", "joao.", "joao"),
+    ],
+)
+def test_a_miscopy_that_holds_or_cuts_its_value_is_put_back(
+    request_text: str, written: str, meant: str
+) -> None:
+    found = restore_near_copies(action(("act", {"id": written})), asked(request_text))
+    assert found == (action(("act", {"id": meant})), [(written, meant)])
+
+
+def test_a_value_said_as_a_whole_word_or_held_by_another_argument_stays() -> None:
+    # "SO-14246" says "14246" as a word of its own; the request's value is not guessed
+    assert restore_near_copies(action(("act", {"id": "14246"})), asked("track SO-14246")) is None
+    # "59133" is held by the other argument, so the near miss is no copy of it
+    text = action(("act", {"id": "59133", "ref": "591333"}))
+    assert restore_near_copies(text, asked("void 59133 now")) is None
+
+
+def test_a_value_no_request_value_is_close_to_may_be_a_run_of_the_requests_words() -> None:
+    # the street number was taken from the order id: "174 Main St" is the run of three words
+    request = asked("can 757246 be redirected to 174 Main St, Lisbon 39206?")
+    address = {"street": "757 Main St", "city": "Lisbon", "zip": "39206"}
+    text = action(("redirect", {"id": "757246", "address": address}))
+    restored = {**address, "street": "174 Main St"}
+    assert restore_near_copies(text, request) == (
+        action(("redirect", {"id": "757246", "address": restored})),
+        [("757 Main St", "174 Main St")],
+    )
+    # runs of as many words, all far from the written value: no copy of any
+    unlike = action(("redirect", {"id": "757246", "note": "qwerty uiop"}))
+    assert restore_near_copies(unlike, request) is None
