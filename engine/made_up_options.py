@@ -3,8 +3,10 @@
 The model fills optional parameters it was not asked about: ``"max_retries":
 383749``, ``"timeout": 14``, ``"region": "urgent"``. A required argument must
 stay whatever its value, and an enum is a choice the schema already bounds; but
-an optional string or number the conversation holds nowhere was made up, and a
-call without it does what was asked. :func:`without_made_up_options` drops
+an optional string or number the conversation holds nowhere as a whole word
+(``3`` is no word of "INV-2023-5427") was made up, and so was one that repeats
+a required argument of its call (a ticket's title as its ``locale`` too): a
+value said once fills one slot. A call without it does what was asked. :func:`without_made_up_options` drops
 those arguments, where the action still fits its schema. Pure text work, after
 decoding; docs/constraints.md ("Made-up options") has the measurements.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .call_coverage import action_calls, conversation_text, with_calls
+from .call_coverage import action_calls, conversation_text, says, with_calls
 from .chat_template import ChatMessage, ToolSpec
 
 
@@ -33,7 +35,8 @@ def without_made_up_options(
     A made-up option is a top-level argument that its tool (in ``tools``) does not
     require and does not bound to an ``enum`` or ``const``, whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
-    messages' text, case aside) holds nowhere."""
+    messages' text, case aside) holds nowhere as a whole word
+    (:func:`~.call_coverage.says`), or that a required argument of the call holds."""
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
@@ -48,7 +51,8 @@ def without_made_up_options(
             continue
         kept = {}
         for name, value in arguments.items():
-            if name in free.get(call.get("name"), ()) and _made_up(value, said):
+            options = free.get(call.get("name"), set())
+            if name in options and (_made_up(value, said) or _repeats(value, arguments, options)):
                 dropped.append(f"{call.get('name')}.{name}")
             else:
                 kept[name] = value
@@ -73,4 +77,17 @@ def _made_up(value: Any, said: str) -> bool:
         return False
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    return str(value).lower() not in said
+    return not says(said, str(value))
+
+
+def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> bool:
+    """True when one of ``arguments`` that is not an option (a required one, an enum)
+    holds the same string or number ``value``: of two options that repeat each other,
+    neither can be told for the made-up one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    return any(
+        other == value and not isinstance(other, bool)
+        for key, other in arguments.items()
+        if key not in options
+    )

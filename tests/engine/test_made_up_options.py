@@ -74,3 +74,18 @@ def test_nothing_is_dropped_past_the_request_or_against_the_schema() -> None:
     # a tool it does not know, or an answer, is left as it is
     assert without_made_up_options(text, asked("put kafka 1.5.4"), []) is None
     assert without_made_up_options('{"final":"ok"}', asked("hi"), [DEPLOY]) is None
+
+
+def test_a_value_said_only_inside_a_longer_word_is_made_up() -> None:
+    # "3" is no word of the invoice number; "8" of "limit 8" is one
+    text = action(name="kafka", version="1.5.4", max_retries=3)
+    found = without_made_up_options(text, asked("put kafka 1.5.4, see INV-2023-5427"), [DEPLOY])
+    assert found == (action(name="kafka", version="1.5.4"), ["roll_out.max_retries"])
+    said = action(name="kafka", version="1.5.4", max_retries=8)
+    assert without_made_up_options(said, asked("put kafka 1.5.4, retry 8 times"), [DEPLOY]) is None
+
+
+def test_an_option_repeating_a_required_argument_is_dropped() -> None:
+    text = action(name="kafka", version="1.5.4", region="kafka")
+    found = without_made_up_options(text, asked("put kafka 1.5.4 on dev"), [DEPLOY])
+    assert found == (action(name="kafka", version="1.5.4"), ["roll_out.region"])
