@@ -3,7 +3,8 @@
 After an action is decoded (and its follow-up merged, :mod:`.call_coverage`),
 three checks read it against the conversation: redundant calls go
 (:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
-value in a list argument (:mod:`.repeated_items`); values written almost right
+value in a list argument (:mod:`.repeated_items`); list arguments become the
+lists the request gives (:mod:`.listed_values`), values written almost right
 are restored (:mod:`.near_copies`, and arguments named for an e-mail or a
 version that hold something else: :mod:`.slot_kinds`), and optional arguments nobody gave are
 dropped (:mod:`.made_up_options`). The order is part of the rule: a value
@@ -20,6 +21,7 @@ from typing import Any
 
 from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
+from .listed_values import complete_lists
 from .made_up_options import without_made_up_options
 from .near_copies import restore_near_copies
 from .repeated_items import without_repeated_items
@@ -29,6 +31,8 @@ from .slot_kinds import restore_slot_kinds
 REDUNDANT = "dropped redundant calls:"
 #: How a note names the repeated list items dropped (then their values).
 REPEATED = "dropped repeated items:"
+#: How a note names the lists completed (then written → made).
+LISTED = "completed lists:"
 #: How a note names the near copies restored (then written → restored).
 RESTORED = "restored near copies:"
 #: How a note names the made-up options dropped (then tool.argument).
@@ -47,7 +51,8 @@ def mend_action(
     drop_made_up_options: bool = True,
 ) -> tuple[str, list[str]]:
     """``text`` after the checks asked for, and a note for each that changed it
-    (``REDUNDANT``, ``REPEATED``, ``RESTORED``, ``MADE_UP`` and what they changed);
+    (``REDUNDANT``, ``REPEATED``, ``LISTED``, ``RESTORED``, ``MADE_UP`` and what they
+    changed); ``restore_copies`` completes lists too;
     ``drop_redundant_calls`` drops repeated list items too."""
     notes: list[str] = []
     if drop_redundant_calls:
@@ -62,6 +67,10 @@ def mend_action(
             text, values = repeats
             notes.append(f"{REPEATED} {', '.join(values)}")
     if restore_copies:
+        listed = complete_lists(text, messages, schema)
+        if listed is not None:
+            text, lists = listed
+            notes.append(f"{LISTED} " + ", ".join(f"{a} → {b}" for a, b in lists))
         restored: list[tuple[str, str]] = []
         found = restore_near_copies(text, messages, instructions, schema)
         if found is not None:
