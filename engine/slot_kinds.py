@@ -1,28 +1,38 @@
-"""Arguments named for an e-mail or a version that hold something else.
+"""Arguments named for an e-mail, a version or a path that hold something else.
 
-A parameter named or described for an e-mail (``emailAddress``, ``contact``) or a
-version (``build_version``, ``tag``) says what its value looks like, and the
-model still fills it with a neighbour of the right value: ``"emailAddress":
-":"``, ``"contact": "do.co"`` for "do we know kofinovak@corp.org?",
-``"build_version": "staging"`` for "push 9.22.3 of memcached to staging". Where
+A parameter named or described for an e-mail (``emailAddress``, ``contact``), a
+version (``build_version``, ``tag``) or a path (``directory``, ``mount``) says
+what its value looks like, and the model still fills it with a neighbour of the
+right value: ``"emailAddress": ":"``, ``"contact": "do.co"`` for "do we know
+kofinovak@corp.org?", ``"build_version": "staging"`` for "push 9.22.3 of
+memcached to staging", ``"directory": "urgent"`` for "disk space on mq-us-5
+especially /home, it's kind of urgent". Where
 the request holds exactly one value of that kind and the call holds it in no
 argument, :func:`restore_slot_kinds` puts it there. The other way round, the
 model copies an e-mail into the slot named for it *and* into a slot beside it
 (``"client_id": "sofia83@inbox.dev", "emailAddress": "sofia83@inbox.dev"`` for
 "set email sofia83@inbox.dev on account 36626"): the slot not named for an
-e-mail gets the request's one value that no call holds. The kinds and the words
-that name them are :mod:`.argument_fit`'s. Pure text work, after decoding; part
+e-mail gets the request's one value that no call holds. The e-mail and version
+kinds and the words that name them are :mod:`.argument_fit`'s; a path (a word
+starting with ``/``) is this module's own, as tool choice does not weigh paths. Pure text work, after decoding; part
 of ``restore_near_copies`` (docs/constraints.md, "Near copies").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .argument_fit import kind_of, value_kind
 from .call_coverage import action_calls, call_values, holds, request_values, with_calls
 from .chat_template import ChatMessage, ToolSpec
+from .tool_relevance import QUOTED, request_words, same_word, words
+
+#: The words that name a parameter for a file-system path.
+PATH_WORDS = ("path", "directory", "folder", "dir", "mount", "mountpoint", "file")
+#: A path as a request writes one: ``/home``, ``/var/log/``, ``~/data``.
+_PATH = re.compile(r"~?/[\w.@+-]+(?:/[\w.@+-]+)*/?")
 
 
 def restore_slot_kinds(
@@ -43,6 +53,7 @@ def restore_slot_kinds(
     by_kind: dict[str, list[str]] = {}
     for value in values:
         by_kind.setdefault(value_kind(value), []).append(value)
+    by_kind["path"] = request_paths(messages[-1].content)
     specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
     held = call_values(calls)
     free = [v for v in values if not holds(held, v)]
@@ -59,14 +70,14 @@ def restore_slot_kinds(
             spec = properties.get(name)
             if not isinstance(written, str) or not isinstance(spec, Mapping):
                 continue
-            kind = kind_of(name, spec)
+            kind = slot_kind(name, spec)
             if kind is None:
                 if len(free) == 1 and _twin(name, written, arguments, properties):
                     new[name] = free.pop()
                     pairs.append((written, new[name]))
                 continue
             found = by_kind.get(kind, [])
-            if value_kind(written) == kind or len(found) != 1:
+            if _kind(written) == kind or len(found) != 1:
                 continue
             if found[0] in new.values():
                 continue
@@ -75,6 +86,40 @@ def restore_slot_kinds(
         mended.append({**call, "arguments": new})
     action = with_calls(text, mended, schema) if pairs else None
     return None if action is None else (action, pairs)
+
+
+def slot_kind(name: str, schema: Mapping[str, Any]) -> str | None:
+    """The kind of value a string parameter is named or described for: ``"email"``
+    or ``"version"`` (:func:`~.argument_fit.kind_of`), ``"path"`` (:data:`PATH_WORDS`),
+    or None."""
+    kind = kind_of(name, schema)
+    if kind is not None or schema.get("type", "string") != "string":
+        return kind
+    said = words(name) + request_words(schema.get("description") or "")
+    return "path" if any(same_word(w, p) for w in said for p in PATH_WORDS) else None
+
+
+def request_paths(request: str) -> list[str]:
+    """The paths ``request`` gives outside its quoted text (each once, in order)."""
+    bare = QUOTED.sub(" ", request)
+    found = []
+    for m in _PATH.finditer(bare):
+        path = m.group(0).rstrip(".")  # "/home." ends a sentence
+        if path != "/" and _whole(bare, m.start(), m.start() + len(path)):
+            found.append(path)
+    return list(dict.fromkeys(found))
+
+
+def _whole(text: str, start: int, end: int) -> bool:
+    """True when ``text[start:end]`` stands alone: space or punctuation around it."""
+    before = text[start - 1] if start else " "
+    after = text[end] if end < len(text) else " "
+    return not (before.isalnum() or before in "/.-_:") and not (after.isalnum() or after == "/")
+
+
+def _kind(value: str) -> str:
+    """:func:`~.argument_fit.value_kind`, or ``"path"`` for a path."""
+    return "path" if _PATH.fullmatch(value) else value_kind(value)
 
 
 def _twin(

@@ -1,4 +1,4 @@
-"""An argument named for an e-mail or a version gets the request's one value of that kind."""
+"""An argument named for an e-mail, a version or a path gets the request's one value of that kind."""
 
 from __future__ import annotations
 
@@ -96,3 +96,38 @@ def test_only_the_step_right_after_its_request() -> None:
     written = action("get_customer", contact="do.co")
     after = [*asked("do we know a@b.io?"), ChatMessage("tool", "{}", name="get_customer")]
     assert restore_slot_kinds(written, after, TOOLS, SCHEMA) is None
+
+
+DISK = tool("inspect_storage", "machine", "directory")
+
+
+@pytest.mark.parametrize(
+    ("request_text", "host", "written"),
+    [
+        ("Disk space on mq-us-5 please especially /home. it's kind of urgent", "mq-us-5", "urgent"),
+        ("free space check for worker-us-3 especially /home - thanks a lot", "worker-us-3", "free"),
+    ],
+)
+def test_an_argument_named_for_a_path_gets_the_requests_one_path(
+    request_text: str, host: str, written: str
+) -> None:
+    found = restore_slot_kinds(
+        action("inspect_storage", machine=host, directory=written), asked(request_text), [DISK]
+    )
+    assert found == (
+        action("inspect_storage", machine=host, directory="/home"),
+        [(written, "/home")],
+    )
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        "disk space on db-1 please",  # no path
+        "disk space on db-1 for /home and /data",  # two paths: nothing is guessed
+        'new ticket "full disk on /home" and check db-1',  # a path inside quoted text
+    ],
+)
+def test_no_path_or_several_leave_the_argument_alone(request_text: str) -> None:
+    text = action("inspect_storage", machine="db-1", directory="disk")
+    assert restore_slot_kinds(text, asked(request_text), [DISK]) is None
