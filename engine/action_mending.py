@@ -5,9 +5,10 @@ three checks read it against the conversation: redundant calls go
 (:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
 value in a list argument (:mod:`.repeated_items`); list arguments become the
 lists the request gives (:mod:`.listed_values`), values written almost right
-are restored (:mod:`.near_copies`, and arguments named for an e-mail or a
-version that hold something else: :mod:`.slot_kinds`), and optional arguments nobody gave are
-dropped (:mod:`.made_up_options`). The order is part of the rule: a value
+are restored (:mod:`.near_copies`, arguments named for an e-mail, a version or
+a path that hold something else: :mod:`.slot_kinds`, enum members the request
+names: :mod:`.named_members`), and optional arguments nobody gave are dropped
+(:mod:`.made_up_options`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
 one that serves the request. :func:`mend_action` runs them in that order for
 every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
@@ -23,6 +24,7 @@ from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
 from .listed_values import complete_lists
 from .made_up_options import without_made_up_options
+from .named_members import restore_named_members
 from .near_copies import restore_near_copies
 from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
@@ -79,6 +81,10 @@ def mend_action(
         slotted = restore_slot_kinds(text, messages, tools, schema)
         if slotted is not None:
             text, pairs = slotted
+            restored += pairs
+        named = restore_named_members(text, messages, tools, instructions, schema)
+        if named is not None:
+            text, pairs = named
             restored += pairs
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))

@@ -295,8 +295,9 @@ def with_calls(
 def says(said: str, value: str) -> bool:
     """The lower-cased text ``said`` holds ``value`` (case aside) as a whole word, not
     inside a longer one: "turn off login omoreau" says ``omoreau``, not ``omore``;
-    "SO-14246" says ``14246`` (a hyphen, a ``#`` or a space bounds a word)."""
-    pattern = rf"(?<!\w){re.escape(value.lower())}(?!\w)"
+    "SO-14246" says ``14246`` (a hyphen, a ``#`` or a space bounds a word), "$343.94"
+    says no ``343``."""
+    pattern = rf"(?<!\w)(?<!\d[.,]){re.escape(value.lower())}(?!\w)(?![.,]\d)"
     return re.search(pattern, said) is not None
 
 

@@ -233,3 +233,9 @@ def test_only_an_action_just_after_its_request_is_pruned() -> None:
 )
 def test_a_value_is_said_only_as_a_whole_word(said: str, value: str, whole: bool) -> None:
     assert says(said, value) is whole
+
+
+def test_a_number_is_not_said_by_a_longer_number() -> None:
+    assert not says("refund $343.94 please", "343")
+    assert not says("refund $343.94 please", "94")
+    assert says("refund $343.94, please", "343.94")
