@@ -75,7 +75,13 @@ def step_bonuses(
     ``{"final": answer_bonus, "tool_calls": 0}`` for the action's first key where
     :func:`serves_no_tool`. ``vectors`` is needed when the similarity weight or the
     answer bonus is not 0 (ValueError otherwise, and for a weight out of range);
-    ``ranker`` is needed when ``ranker_weight`` is not 0."""
+    ``ranker`` is needed when ``ranker_weight`` is not 0.
+
+    With ``fit_weight``, the argument-fit penalties are the lasting bonuses, and a
+    tool the request's values cannot fill gets none of the name bonuses above 0:
+    the words say what the request is about, not that the tool can serve it
+    ("refund everything on order 606333" names the refund and gives it no amount;
+    the order lookup comes first)."""
     relevance_weight = check_weight(relevance_weight, "tool relevance weight")
     similarity_weight = check_weight(similarity_weight, "tool similarity weight")
     answer_bonus = check_weight(answer_bonus, "answer bonus")
@@ -102,7 +108,11 @@ def step_bonuses(
         if answer_bonus > 0 and _no_tool(request, overlap, found)
         else {}
     )
-    return StepBonuses(names, keys, fit_bonuses(request, tools, fit_weight))
+    fit = fit_bonuses(request, tools, fit_weight)
+    for name, penalty in fit.items():
+        if penalty < 0 and names.get(name, 0.0) > 0:
+            names[name] = 0.0
+    return StepBonuses(names, keys, fit)
 
 
 def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:

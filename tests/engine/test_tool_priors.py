@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from engine_testing import SUPPORT_TOOLS
 
+from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.tool_priors import StepBonuses, serves_no_tool, step_bonuses
 from agentflow.engine.tool_relevance import tool_bonuses
 from agentflow.engine.tool_similarity import WordVectors, similarity_bonuses
@@ -89,3 +90,41 @@ def test_the_bonuses_go_to_the_session_only_where_there_are_some() -> None:
     StepBonuses(lasting={"a": -6.0, "b": 0.0}).apply(session)
     assert session.calls == [("prefer", ({}, True, {"a": -6.0, "b": 0.0}))]
     assert not serves_no_tool("thanks, bye", [], WordVectors.load())
+
+
+def test_a_tool_the_values_cannot_fill_gets_no_bonus_for_its_words() -> None:
+    def tool(name: str, description: str, **numbers: bool) -> ToolSpec:
+        properties: dict[str, object] = {"id": {"type": "string"}}
+        properties.update({n: {"type": "number"} for n in numbers})
+        schema = {"type": "object", "properties": properties, "required": list(properties)}
+        return ToolSpec(name, description, schema)
+
+    tools = [tool("refund_order", "Refund an order", sum=True), tool("find_order", "Order details")]
+    request = "refund everything on order 606333 because it arrived damaged"
+    words_only = step_bonuses(
+        request, tools, relevance_weight=7.0, similarity_weight=0.0, answer_bonus=0.0, vectors=None
+    )
+    assert words_only.tools["refund_order"] > 0  # "refund" is the tool's word
+    with_fit = step_bonuses(
+        request,
+        tools,
+        relevance_weight=7.0,
+        similarity_weight=0.0,
+        answer_bonus=0.0,
+        vectors=None,
+        fit_weight=16.0,
+    )
+    assert with_fit.lasting["refund_order"] < 0  # no amount for its required sum
+    assert with_fit.tools["refund_order"] == 0.0
+    assert with_fit.tools["find_order"] == words_only.tools["find_order"]
+    # given an amount, the refund fits and keeps its words' bonus
+    paid = step_bonuses(
+        "refund 12.50 on order 606333",
+        tools,
+        relevance_weight=7.0,
+        similarity_weight=0.0,
+        answer_bonus=0.0,
+        vectors=None,
+        fit_weight=16.0,
+    )
+    assert paid.tools["refund_order"] > 0
