@@ -11,8 +11,9 @@ sentence's punctuation (``"joao."``) is one too. Where no request value is
 close, a run of the request's words as long as the written value may be
 (``"757 Main St"`` for "174 Main St": the street number taken from the order
 id). :func:`restore_near_copies` puts the request's value in its place, where
-the action still fits its schema. Pure text work, after decoding; docs/constraints.md ("Near
-copies") has the measurements.
+the action still fits its schema. Pure text work, after decoding;
+docs/constraints.md ("Near copies", "Values mended after decoding, eleventh
+pass") has the measurements.
 """
 
 from __future__ import annotations
