@@ -52,6 +52,13 @@ _NAMED = re.compile(r"\b(?:user|login|account|customer)\s+([a-z][\w.-]{2,})", re
 _SEARCHED = re.compile(r"\bsearch:\s*([^.?!,;]+)", re.IGNORECASE)
 _CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", re.IGNORECASE)
 _PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
+#: A question of at most three words whose first is capitalised: "Lisbon weather?".
+_NAME_QUESTION = re.compile(r"^([A-Z][a-z]{2,})(?:\s+\S+){0,2}\?$")
+_QUESTION_TEXT = """how what who whom whose where when why which any anything anyone
+    can could would will should shall may might must did does have has are was were
+    the this that these those there thanks"""
+#: Words that lead a question without naming anything ("How are you?").
+_QUESTION_WORDS = frozenset(_QUESTION_TEXT.split())
 #: Words after an account word that are no name ("user cannot log in").
 _NOT_NAMES = frozenset(
     [
@@ -100,7 +107,9 @@ def clause_values(clause: str) -> list[str]:
     neither gets its names, search terms and capitalised words instead
     (``_NAMED``, ``_SEARCHED``, ``_PROPER``): "turn off login joao" holds ``joao``,
     while "111 Oak Ave, Lyon" holds its numbers only, as "Oak" would be held by a
-    call for another address."""
+    call for another address. A short question led by a capitalised word that is
+    no question word holds that word ("Lisbon weather?" holds ``Lisbon``; "How are
+    you?" holds nothing)."""
     found = [a or b for a, b in _QUOTED.findall(clause)]
     bare = _QUOTED.sub(" ", clause)
     for token in bare.split():
@@ -117,6 +126,10 @@ def clause_values(clause: str) -> list[str]:
     words = [n for n in names if n and n.lower() not in _NOT_NAMES]
     words += [_CHATTER.split(t)[0].strip() for t in _SEARCHED.findall(bare)]
     words += _PROPER.findall(bare)
+    if not words:  # "Lisbon weather?": a short question led by a name
+        led = _NAME_QUESTION.match(bare.strip())
+        if led and led.group(1).lower() not in _QUESTION_WORDS:
+            words.append(led.group(1))
     return [w for w in dict.fromkeys(words) if w]
 
 

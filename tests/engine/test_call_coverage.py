@@ -239,3 +239,18 @@ def test_a_number_is_not_said_by_a_longer_number() -> None:
     assert not says("refund $343.94 please", "343")
     assert not says("refund $343.94 please", "94")
     assert says("refund $343.94, please", "343.94")
+
+
+@pytest.mark.parametrize(
+    ("clause", "values"),
+    [
+        ("Lisbon weather?", ["Lisbon"]),
+        ("Lyon WEATHER?", ["Lyon"]),
+        ("How are you?", []),
+        ("Any news?", []),
+        ("Thanks a lot", []),  # no question
+        ("Paris weather today, please?", []),  # longer than three words
+    ],
+)
+def test_a_short_question_led_by_a_name_holds_it(clause: str, values: list[str]) -> None:
+    assert clause_values(clause) == values
