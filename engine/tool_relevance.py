@@ -12,7 +12,10 @@ tool uses so that a long tool list does not make the words outweigh the model:
 when equal, when one inflects the other (``refund``/``refunds``,
 ``track``/``tracking``) or when they share their first six letters; quoted text
 and value-like tokens of the request (ids, hosts, emails) are arguments and
-are not read.
+are not read. A value a tool's schema lists (a member of a parameter's
+``enum``) that the request names as a word of its own, outside quotes, counts
+too (``MEMBER_WEIGHT``): "assign role *viewer* to ..." is about the tool that
+takes ``viewer``, "log a *sev2* for ..." about the one that takes ``sev2``.
 
 The scores become log-space bonuses on the tool-name choice
 (``ConstraintSession.prefer``), added to the model's own score when the choice
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 #: Log-space bonus per unit of relevance (a name word no other listed tool uses is
@@ -36,6 +39,9 @@ DEFAULT_WEIGHT = 7.0
 #: A description word counts this much of a name word: descriptions are prose,
 #: with generic verbs ("send money back", "show the status of an invoice").
 DESCRIPTION_WEIGHT = 0.5
+#: An ``enum`` member of a tool's parameters that the request names counts this much
+#: of a name word: a value only that tool takes says more than a word of its name.
+MEMBER_WEIGHT = 1.5
 
 _STOP_TEXT = """a an the to of for on in at by with and or not is are be been was were am
     my me mine i you your yours it its this that these those there here
@@ -118,17 +124,46 @@ def relevance(request: str, tools: Sequence[DescribedTool]) -> dict[str, float]:
     less the more tools share it, whatever the number of tools."""
     said = set(request_words(request))
     vocab = [tool_words(t) for t in tools]
+    bare = QUOTED.sub(" ", request).lower()
+    listed = [enum_members(getattr(t, "parameters", None)) for t in tools]
     n = len(tools)
     scale = math.log(1.0 + n)
     out: dict[str, float] = {}
-    for tool, own in zip(tools, vocab, strict=True):
+    for tool, own, members in zip(tools, vocab, listed, strict=True):
         score = 0.0
         for w, weight in own.items():
             if any(same_word(w, r) for r in said):
                 df = sum(1 for other in vocab if any(same_word(w, x) for x in other))
                 score += weight * math.log(1.0 + n / df) / scale
+        for member in members:
+            if _names(bare, member):
+                df = sum(1 for other in listed if member in other)
+                score += MEMBER_WEIGHT * math.log(1.0 + n / df) / scale
         out[tool.name] = score
     return out
+
+
+def enum_members(schema: object) -> set[str]:
+    """The string ``enum`` members anywhere in a parameters ``schema`` (lower-cased),
+    but for stop words and single characters: the values a tool lists as the ones
+    it takes."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            members = node.get("enum")
+            if isinstance(members, list):
+                found.update(m.lower() for m in members if isinstance(m, str))
+            stack.extend(v for v in node.values() if isinstance(v, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return {m for m in found if len(m) > 1 and m not in STOP_WORDS}
+
+
+def _names(text: str, member: str) -> bool:
+    """The lower-cased ``text`` holds ``member`` as a word of its own."""
+    return re.search(rf"(?<![\w-]){re.escape(member)}(?![\w-])", text) is not None
 
 
 def check_weight(weight: object, name: str = "tool relevance weight") -> float:

@@ -9,6 +9,8 @@ import pytest
 from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.tool_relevance import (
     DESCRIPTION_WEIGHT,
+    MEMBER_WEIGHT,
+    enum_members,
     holds_values,
     relevance,
     request_words,
@@ -81,3 +83,39 @@ def test_values_are_quoted_text_and_value_like_tokens() -> None:
     assert holds_values("where is order 58213?") and holds_values("mail a@b.io")
     assert holds_values('file "disk full" now') and holds_values("restart web-prod-03.")
     assert not holds_values("thanks, bye!") and not holds_values("can you order me a pizza")
+
+
+def _enum_tool(name: str, **enums: list[str]) -> ToolSpec:
+    properties = {k: {"type": "string", "enum": v} for k, v in enums.items()}
+    return ToolSpec(name, "", {"type": "object", "properties": properties})
+
+
+ASSIGN = _enum_tool("assign_permission", group=["admin", "viewer", "operator"])
+OUTAGE = _enum_tool("raise_outage", severity=["sev1", "sev2", "sev3"])
+TICKET = ToolSpec(
+    "new_ticket",
+    "",
+    {"properties": {"level": {"anyOf": [{"enum": ["low", "urgent"]}, {"type": "null"}]}}},
+)
+
+
+def test_a_value_only_one_tool_takes_names_that_tool() -> None:
+    tools = [ASSIGN, OUTAGE, TICKET]
+    scores = relevance("mhaas needs viewer rights", tools)
+    assert scores == {"assign_permission": MEMBER_WEIGHT, "raise_outage": 0.0, "new_ticket": 0.0}
+    # value-like members count too; nested enums are read, stop words are not
+    assert relevance("log a sev2 for the disk", tools)["raise_outage"] == MEMBER_WEIGHT
+    assert enum_members(TICKET.parameters) == {"low"}
+    assert relevance("it's kind of urgent", tools)["new_ticket"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "request_text",
+    [
+        'new ticket "viewer page down"',  # quoted: an argument
+        "reboot web-viewer-2",  # part of a host name
+        "the viewers are down",  # another word
+    ],
+)
+def test_a_member_counts_only_as_a_word_of_its_own(request_text: str) -> None:
+    assert relevance(request_text, [ASSIGN, OUTAGE])["assign_permission"] == 0.0
