@@ -32,7 +32,7 @@ from typing import Any
 from jsonschema.validators import validator_for
 
 from .chat_template import ChatMessage
-from .tool_relevance import is_value_like
+from .tool_relevance import STOP_WORDS, is_value_like
 
 #: Where a request splits into clauses: after a sentence's end, at a line break, and
 #: at a joiner word. A bare "and" or "&" only splits where no value follows it: in
@@ -54,6 +54,8 @@ _CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", 
 _PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
 #: A question of at most three words whose first is capitalised: "Lisbon weather?".
 _NAME_QUESTION = re.compile(r"^([A-Z][a-z]{2,})(?:\s+\S+){0,2}\?$")
+_LETTERS = re.compile(r"[a-z]+")
+_DIGIT = re.compile(r"\d")
 _QUESTION_TEXT = """how what who whom whose where when why which any anything anyone
     can could would will should shall may might must did does have has are was were
     the this that these those there thanks"""
@@ -315,5 +317,12 @@ def says(said: str, value: str) -> bool:
 
 
 def _said(values: Sequence[str], said: str) -> list[str]:
-    """The ``values`` (lower-cased) that the lower-cased text ``said`` holds."""
-    return [v.lower() for v in values if len(v) >= 2 and v.lower() in said]
+    """The ``values`` (lower-cased) that the lower-cased text ``said`` holds, but for
+    those made of stop words alone ("urgent" from "it's kind of urgent", "please"):
+    chatter, not a value a call could take from the conversation."""
+    return [v.lower() for v in values if len(v) >= 2 and v.lower() in said and not _chatter_only(v)]
+
+
+def _chatter_only(value: str) -> bool:
+    found = _LETTERS.findall(value.lower())
+    return bool(found) and all(w in STOP_WORDS for w in found) and not _DIGIT.search(value)

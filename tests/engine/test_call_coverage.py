@@ -254,3 +254,14 @@ def test_a_number_is_not_said_by_a_longer_number() -> None:
 )
 def test_a_short_question_led_by_a_name_holds_it(clause: str, values: list[str]) -> None:
     assert clause_values(clause) == values
+
+
+def test_chatter_a_call_takes_is_no_new_value() -> None:
+    request = [ChatMessage("user", 'New ticket "Cron job nginx not running". it\'s kind of urgent')]
+    ticket = ("new_ticket", {"headline": "Cron job nginx not running"})
+    again = ("new_ticket", {"headline": "urgent"})
+    assert without_redundant_calls(action(ticket, again), request) == action(ticket)
+    # a plain word the request gives as a value is one: "disk space on lb"
+    disk = [ChatMessage("user", 'log a sev1 for "Printer offline" and then disk space on lb')]
+    both = action(("raise", {"name": "Printer offline"}), ("disk", {"machine": "lb"}))
+    assert without_redundant_calls(both, disk) is None
