@@ -10,7 +10,8 @@ holds ``59133`` itself, which must not count). A value written with the
 sentence's punctuation (``"joao."``) is one too. Where no request value is
 close, a run of the request's words as long as the written value may be
 (``"757 Main St"`` for "174 Main St": the street number taken from the order
-id). :func:`restore_near_copies` puts the request's value in its place, where
+id), and where nothing is close, a short value is the one value of the request
+the calls left (``"207739"`` for ``GO3939``, ``"c1@inbox.dev"`` for ``c1848``). :func:`restore_near_copies` puts the request's value in its place, where
 the action still fits its schema. Pure text work, after decoding;
 docs/constraints.md ("Near copies", "Values mended after decoding, eleventh
 pass") has the measurements.
@@ -40,6 +41,11 @@ NEAR_COPY = 0.5
 #: The same for a run of the request's words with as many words as the written value
 #: (:func:`~.constraints.copy_choices.request_spans`): higher, as there are many more.
 NEAR_SPAN = 0.6
+#: A value of at most this many words that is close to nothing the request gives
+#: becomes the request's one value no other argument holds, if there is exactly one
+#: (``"207739"`` for "Can GO3939 be redirected to 207 Elm Street?"); longer ones may
+#: be the model's own prose.
+MAX_STRAY_WORDS = 3
 #: Shorter strings are left alone: too little to tell a miscopy from a choice.
 MIN_LENGTH = 3
 #: Sentence punctuation a value may have been written with (``"joao."``).
@@ -62,8 +68,10 @@ def restore_near_copies(
     no other argument holds; it becomes the closest such value, each value used
     once. Failing that, within ``NEAR_SPAN`` of a run of the request's words with
     as many words (a span, as copy choices offer them) that no other argument
-    holds, it becomes the closest such span. A string that is a request value but
-    for the sentence punctuation at its ends becomes that value."""
+    holds, it becomes the closest such span; failing that, a string of at most
+    ``MAX_STRAY_WORDS`` words becomes the request's one value no other argument
+    holds, where there is exactly one. A string that is a request value but for
+    the sentence punctuation at its ends becomes that value."""
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
@@ -101,6 +109,8 @@ def restore_near_copies(
                 words = len(value.split())
                 alike = [s for s in free_for(value, spans) if len(s.split()) == words]
                 best = _closest(value, alike, NEAR_SPAN)
+            if best is None and len(free) == 1 and len(value.split()) <= MAX_STRAY_WORDS:
+                best = free[0]  # the one value the calls left: "207739" for GO3939
             if best is None:
                 return value
             used.append(best)

@@ -50,7 +50,10 @@ def test_a_value_already_held_by_a_call_is_not_used_again() -> None:
 
 
 def test_values_far_from_every_request_value_are_left_alone() -> None:
-    assert restore_near_copies(action(("track", {"id": "qwerty"})), asked("track #86669")) is None
+    two_left = asked("track #86669 and ET3453")
+    assert restore_near_copies(action(("track", {"id": "qwerty"})), two_left) is None
+    prose = action(("track", {"id": "#86669", "note": "the customer sounds quite upset"}))
+    assert restore_near_copies(prose, asked("track #86669, customer ET3453")) is None
     # too short to tell, or no string at all
     assert restore_near_copies(action(("track", {"id": "86"})), asked("track #86669")) is None
     assert restore_near_copies(action(("track", {"n": 11669})), asked("track #86669")) is None
@@ -119,3 +122,29 @@ def test_a_value_no_request_value_is_close_to_may_be_a_run_of_the_requests_words
     # runs of as many words, all far from the written value: no copy of any
     unlike = action(("redirect", {"id": "757246", "note": "qwerty uiop"}))
     assert restore_near_copies(unlike, request) is None
+
+
+@pytest.mark.parametrize(
+    ("request_text", "arguments", "written", "meant"),
+    [
+        (
+            "Can GO3939 be redirected to 207 Elm Street?",
+            {"street": "207 Elm Street"},
+            "207739",
+            "GO3939",
+        ),
+        (
+            "Set email kberg@inbox.dev on account c1848",
+            {"email": "kberg@inbox.dev"},
+            "c1@inbox.dev",
+            "c1848",
+        ),
+        ("Turn off login llopez - asap please", {}, "Marure", "llopez"),
+    ],
+)
+def test_a_short_stray_value_is_the_one_value_the_calls_left(
+    request_text: str, arguments: dict[str, Any], written: str, meant: str
+) -> None:
+    text = action(("act", {"id": written, **arguments}))
+    found = restore_near_copies(text, asked(request_text))
+    assert found == (action(("act", {"id": meant, **arguments})), [(written, meant)])
