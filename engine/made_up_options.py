@@ -6,9 +6,10 @@ stay whatever its value, and an enum is a choice the schema already bounds; but
 an optional string or number the conversation holds nowhere as a whole word
 (``3`` is no word of "INV-2023-5427") was made up, and so was one that repeats
 a required argument of its call (a ticket's title as its ``locale`` too): a
-value said once fills one slot. A call without it does what was asked. :func:`without_made_up_options` drops
-those arguments, where the action still fits its schema. Pure text work, after
-decoding; docs/constraints.md ("Made-up options") has the measurements.
+value said once fills one slot. A call without it does what was asked.
+:func:`without_made_up_options` drops those arguments, where the action still
+fits its schema. Pure text work, after decoding; docs/constraints.md
+("Made-up options") has the measurements.
 """
 
 from __future__ import annotations

@@ -6,16 +6,17 @@ what its value looks like, and the model still fills it with a neighbour of the
 right value: ``"emailAddress": ":"``, ``"contact": "do.co"`` for "do we know
 kofinovak@corp.org?", ``"build_version": "staging"`` for "push 9.22.3 of
 memcached to staging", ``"directory": "urgent"`` for "disk space on mq-us-5
-especially /home, it's kind of urgent". Where
-the request holds exactly one value of that kind and the call holds it in no
-argument, :func:`restore_slot_kinds` puts it there. The other way round, the
+especially /home, it's kind of urgent". Where the request holds exactly one
+value of that kind and the call holds it in no argument,
+:func:`restore_slot_kinds` puts it there. The other way round, the
 model copies an e-mail into the slot named for it *and* into a slot beside it
 (``"client_id": "sofia83@inbox.dev", "emailAddress": "sofia83@inbox.dev"`` for
 "set email sofia83@inbox.dev on account 36626"): the slot not named for an
 e-mail gets the request's one value that no call holds. The e-mail and version
 kinds and the words that name them are :mod:`.argument_fit`'s; a path (a word
-starting with ``/``) is this module's own, as tool choice does not weigh paths. Pure text work, after decoding; part
-of ``restore_near_copies`` (docs/constraints.md, "Near copies").
+starting with ``/``) is this module's own, as tool choice does not weigh paths.
+Pure text work, after decoding; part of ``restore_near_copies``
+(docs/constraints.md, "Near copies").
 """
 
 from __future__ import annotations

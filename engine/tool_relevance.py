@@ -101,7 +101,8 @@ def is_value_like(token: str) -> bool:
 
 
 class DescribedTool(Protocol):
-    """What relevance reads of a tool (``ToolSpec`` has both)."""
+    """What relevance reads of a tool (``ToolSpec`` has both; its ``parameters``,
+    where it has them, give the ``enum`` members)."""
 
     @property
     def name(self) -> str: ...
