@@ -20,7 +20,8 @@ from typing import Any
 
 from .call_coverage import action_calls, call_values, request_values, with_calls
 from .chat_template import ChatMessage
-from .tool_relevance import is_value_like
+from .constraints.copy_choices import CHATTER_WORDS
+from .tool_relevance import STOP_WORDS, is_value_like
 
 #: One item of a list: a word that may hold ``.``, ``@``, ``-``, ``/`` or ``:``
 #: inside it, but neither starts nor ends with them (a full stop is the sentence's).
@@ -34,13 +35,20 @@ _SPLIT = re.compile(_JOIN, re.IGNORECASE)
 def request_lists(request: str) -> list[tuple[str, ...]]:
     """The lists ``request`` gives, in order: runs of two or more items joined by
     commas, ``&`` or ``and``, with at least one value-like item ("api27, search-20,
-    lb-qa", "worker & gw-stg"; not "qa and then")."""
+    lb-qa", "worker & gw-stg"; not "qa and then"), greetings and politeness left
+    out."""
     found: list[tuple[str, ...]] = []
     for match in _RUN.finditer(request):
-        items = tuple(i for i in _SPLIT.split(match.group(0)) if i)
+        items = tuple(i for i in _SPLIT.split(match.group(0)) if i and not _chatter(i))
         if len(items) >= 2 and any(is_value_like(i) for i in items):
             found.append(items)
     return found
+
+
+def _chatter(word: str) -> bool:
+    """A greeting or a politeness ("greetings, auth-int-08, cache-us-4 need a
+    reboot"): no item of the list that follows it."""
+    return word.lower() in CHATTER_WORDS or word.lower() in STOP_WORDS
 
 
 def complete_lists(

@@ -73,7 +73,7 @@ _POSSESSIVE = re.compile(r"['\u2019]s$")
 _EDGE = "\"'`.,;:!?()[]{}<>"
 #: Words of politeness and urgency, no value of any tool: a span of them alone is not
 #: offered ("as soon as possible" copied as a service's name).
-_CHATTER = frozenset(
+CHATTER_WORDS = frozenset(
     [
         "as",
         "soon",
@@ -152,7 +152,7 @@ def request_spans(texts: Sequence[str], max_words: int = MAX_SPAN_WORDS) -> tupl
                     not any(ch.isalnum() for ch in span)
                     or '"' in span
                     or len(span.encode()) > MAX_SPAN_BYTES
-                    or all(w.strip(_EDGE).lower() in _CHATTER for w in span.split())
+                    or all(w.strip(_EDGE).lower() in CHATTER_WORDS for w in span.split())
                 ):
                     continue
                 lo = words[i].start() + (len(raw) - len(raw.lstrip(_EDGE)))

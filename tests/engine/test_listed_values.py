@@ -27,6 +27,7 @@ def asked(text: str) -> list[ChatMessage]:
         ("api27, search-20, lb-qa need a reboot", [("api27", "search-20", "lb-qa")]),
         ("reset x@y.io's login plus worker & gw-stg need a reboot", [("worker", "gw-stg")]),
         ("restart gw-1, db-2, and cache.lan.", [("gw-1", "db-2", "cache.lan")]),
+        ("greetings, auth-int-08, cache-us-4 need a reboot", [("auth-int-08", "cache-us-4")]),
         # words alone are no list, nor is a joiner between requests
         ("put redis 7.6.9 on qa and then push etcd", []),
         ("cats and dogs", []),
