@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jsonschema.validators import validator_for
 
-from .chat_template import ChatMessage
+from .chat_template import ChatMessage, ToolSpec
 from .tool_relevance import STOP_WORDS, is_value_like
 
 #: Where a request splits into clauses: after a sentence's end, at a line break, and
@@ -289,6 +289,34 @@ def without_redundant_calls(
     if len(kept) == len(calls) or untouched(messages[-1].content, kept)[1]:
         return None
     return with_calls(text, kept, schema)
+
+
+def with_arguments(
+    calls: Sequence[Mapping[str, Any]],
+    tools: Sequence[ToolSpec],
+    mend: Callable[[str, str, Mapping[str, Any], dict[str, Any]], str | None],
+) -> list[dict[str, Any]]:
+    """``calls`` with each top-level string argument replaced by what
+    ``mend(name, written, properties, arguments)`` returns for it (None: kept),
+    where ``properties`` are its tool's parameter schemas (from ``tools``; an
+    argument its tool does not describe is kept) and ``arguments`` the call's
+    arguments as mended so far."""
+    specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
+    mended: list[dict[str, Any]] = []
+    for call in calls:
+        arguments = call.get("arguments")
+        properties = specs.get(call.get("name"), {})
+        if not isinstance(arguments, Mapping):
+            mended.append(dict(call))
+            continue
+        new = dict(arguments)
+        for name, written in arguments.items():
+            if isinstance(written, str) and isinstance(properties.get(name), Mapping):
+                found = mend(name, written, properties, new)
+                if found is not None:
+                    new[name] = found
+        mended.append({**call, "arguments": new})
+    return mended
 
 
 def conversation_text(messages: Sequence[ChatMessage], instructions: str | None = None) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .call_coverage import action_calls, conversation_text, says, with_calls
+from .call_coverage import action_calls, conversation_text, says, with_arguments, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .tool_relevance import QUOTED
 
@@ -37,27 +37,20 @@ def restore_named_members(
         return None
     said = conversation_text(messages, instructions).lower()
     request = QUOTED.sub(" ", messages[-1].content).lower()
-    specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
     pairs: list[tuple[str, str]] = []
-    mended = []
-    for call in calls:
-        arguments = call.get("arguments")
-        properties = specs.get(call.get("name"), {})
-        if not isinstance(arguments, Mapping):
-            mended.append(call)
-            continue
-        new = dict(arguments)
-        for name, written in arguments.items():
-            spec = properties.get(name)
-            members = spec.get("enum") if isinstance(spec, Mapping) else None
-            if not isinstance(written, str) or not isinstance(members, list):
-                continue
-            if written not in members or says(said, written):
-                continue
-            named = [m for m in members if isinstance(m, str) and m and says(request, m)]
-            if len(named) == 1 and named[0] not in new.values():
-                new[name] = named[0]
-                pairs.append((written, named[0]))
-        mended.append({**call, "arguments": new})
+
+    def named(
+        name: str, written: str, properties: Mapping[str, Any], new: dict[str, Any]
+    ) -> str | None:
+        members = properties[name].get("enum")
+        if not isinstance(members, list) or written not in members or says(said, written):
+            return None
+        found = [m for m in members if isinstance(m, str) and m and says(request, m)]
+        if len(found) != 1 or found[0] in new.values():
+            return None
+        pairs.append((written, found[0]))
+        return found[0]
+
+    mended = with_arguments(calls, tools, named)
     action = with_calls(text, mended, schema) if pairs else None
     return None if action is None else (action, pairs)

@@ -26,7 +26,14 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .argument_fit import kind_of, value_kind
-from .call_coverage import action_calls, call_values, holds, request_values, with_calls
+from .call_coverage import (
+    action_calls,
+    call_values,
+    holds,
+    request_values,
+    with_arguments,
+    with_calls,
+)
 from .chat_template import ChatMessage, ToolSpec
 from .tool_relevance import QUOTED, request_words, same_word, words
 
@@ -55,36 +62,26 @@ def restore_slot_kinds(
     for value in values:
         by_kind.setdefault(value_kind(value), []).append(value)
     by_kind["path"] = request_paths(messages[-1].content)
-    specs = {tool.name: tool.parameters.get("properties") or {} for tool in tools}
     held = call_values(calls)
     free = [v for v in values if not holds(held, v)]
     pairs: list[tuple[str, str]] = []
-    mended = []
-    for call in calls:
-        arguments = call.get("arguments")
-        properties = specs.get(call.get("name"), {})
-        if not isinstance(arguments, Mapping):
-            mended.append(call)
-            continue
-        new = dict(arguments)
-        for name, written in arguments.items():
-            spec = properties.get(name)
-            if not isinstance(written, str) or not isinstance(spec, Mapping):
-                continue
-            kind = slot_kind(name, spec)
-            if kind is None:
-                if len(free) == 1 and _twin(name, written, arguments, properties):
-                    new[name] = free.pop()
-                    pairs.append((written, new[name]))
-                continue
-            found = by_kind.get(kind, [])
-            if _kind(written) == kind or len(found) != 1:
-                continue
-            if found[0] in new.values():
-                continue
-            new[name] = found[0]
-            pairs.append((written, found[0]))
-        mended.append({**call, "arguments": new})
+
+    def restored(
+        name: str, written: str, properties: Mapping[str, Any], new: dict[str, Any]
+    ) -> str | None:
+        kind = slot_kind(name, properties[name])
+        if kind is None:
+            if len(free) == 1 and _twin(name, written, new, properties):
+                pairs.append((written, free[0]))
+                return free.pop()
+            return None
+        found = by_kind.get(kind, [])
+        if _kind(written) == kind or len(found) != 1 or found[0] in new.values():
+            return None
+        pairs.append((written, found[0]))
+        return found[0]
+
+    mended = with_arguments(calls, tools, restored)
     action = with_calls(text, mended, schema) if pairs else None
     return None if action is None else (action, pairs)
 

@@ -100,31 +100,23 @@ def test_a_tool_the_values_cannot_fill_gets_no_bonus_for_its_words() -> None:
         return ToolSpec(name, description, schema)
 
     tools = [tool("refund_order", "Refund an order", sum=True), tool("find_order", "Order details")]
+
+    def priors(request: str, fit_weight: float) -> StepBonuses:
+        return step_bonuses(
+            request,
+            tools,
+            relevance_weight=7.0,
+            similarity_weight=0.0,
+            answer_bonus=0.0,
+            vectors=None,
+            fit_weight=fit_weight,
+        )
+
     request = "refund everything on order 606333 because it arrived damaged"
-    words_only = step_bonuses(
-        request, tools, relevance_weight=7.0, similarity_weight=0.0, answer_bonus=0.0, vectors=None
-    )
+    words_only, with_fit = priors(request, 0.0), priors(request, 16.0)
     assert words_only.tools["refund_order"] > 0  # "refund" is the tool's word
-    with_fit = step_bonuses(
-        request,
-        tools,
-        relevance_weight=7.0,
-        similarity_weight=0.0,
-        answer_bonus=0.0,
-        vectors=None,
-        fit_weight=16.0,
-    )
     assert with_fit.lasting["refund_order"] < 0  # no amount for its required sum
     assert with_fit.tools["refund_order"] == 0.0
     assert with_fit.tools["find_order"] == words_only.tools["find_order"]
     # given an amount, the refund fits and keeps its words' bonus
-    paid = step_bonuses(
-        "refund 12.50 on order 606333",
-        tools,
-        relevance_weight=7.0,
-        similarity_weight=0.0,
-        answer_bonus=0.0,
-        vectors=None,
-        fit_weight=16.0,
-    )
-    assert paid.tools["refund_order"] > 0
+    assert priors("refund 12.50 on order 606333", 16.0).tools["refund_order"] > 0
