@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any
 
 from .call_coverage import (
@@ -78,9 +79,13 @@ def restore_near_copies(
     said = conversation_text(messages, instructions).lower()
     held = call_values(calls)
     values = request_values(messages[-1].content)
-    spans = request_spans([messages[-1].content])
     used: list[str] = []
     restored: list[tuple[str, str]] = []
+
+    @cache
+    def spans() -> tuple[str, ...]:
+        """The request's runs of words: read only when a value gets that far."""
+        return request_spans([messages[-1].content])
 
     def free_for(value: str, among: Sequence[str]) -> list[str]:
         """The values ``among`` that no argument but ``value`` holds, not restored yet."""
@@ -107,7 +112,7 @@ def restore_near_copies(
             best = _closest(value, free, NEAR_COPY)
             if best is None:
                 words = len(value.split())
-                alike = [s for s in free_for(value, spans) if len(s.split()) == words]
+                alike = [s for s in free_for(value, spans()) if len(s.split()) == words]
                 best = _closest(value, alike, NEAR_SPAN)
             if best is None and len(free) == 1 and len(value.split()) <= MAX_STRAY_WORDS:
                 best = free[0]  # the one value the calls left: "207739" for GO3939
