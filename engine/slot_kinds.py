@@ -49,9 +49,9 @@ def restore_slot_kinds(
     tools: Sequence[ToolSpec],
     schema: Mapping[str, Any] | None = None,
 ) -> tuple[str, list[tuple[str, str]]] | None:
-    """The action ``text`` with each string argument named for an e-mail or a
-    version that holds no such value replaced by the request's one value of that
-    kind, and the (written, restored) pairs; None when there is none to restore (or
+    """The action ``text`` with each string argument named for an e-mail, a
+    version or a path that holds no such value replaced by the request's one value
+    of that kind, and the (written, restored) pairs; None when there is none to restore (or
     ``messages`` does not end with the request, or the action left breaks
     ``schema``)."""
     calls = action_calls(text)
