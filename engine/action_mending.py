@@ -8,7 +8,8 @@ lists the request gives (:mod:`.listed_values`), values written almost right
 are restored (:mod:`.near_copies`, arguments named for an e-mail, a version or
 a path that hold something else: :mod:`.slot_kinds`, enum members the request
 names: :mod:`.named_members`), and optional arguments nobody gave are dropped
-(:mod:`.made_up_options`). The order is part of the rule: a value
+(:mod:`.made_up_options`, flags the request says nothing about:
+:mod:`.made_up_flags`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
 one that serves the request. :func:`mend_action` runs them in that order for
 every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
@@ -23,6 +24,7 @@ from typing import Any
 from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
 from .listed_values import complete_lists
+from .made_up_flags import without_made_up_flags
 from .made_up_options import without_made_up_options
 from .named_members import restore_named_members
 from .near_copies import restore_near_copies
@@ -89,8 +91,15 @@ def mend_action(
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
     if drop_made_up_options:
+        names_dropped: list[str] = []
         dropped = without_made_up_options(text, messages, tools, instructions, schema)
         if dropped is not None:
-            text, names_dropped = dropped
+            text, names = dropped
+            names_dropped += names
+        flags = without_made_up_flags(text, messages, tools, schema)
+        if flags is not None:
+            text, names = flags
+            names_dropped += names
+        if names_dropped:
             notes.append(f"{MADE_UP} {', '.join(names_dropped)}")
     return text, notes
