@@ -7,7 +7,8 @@ value in a list argument (:mod:`.repeated_items`); list arguments become the
 lists the request gives (:mod:`.listed_values`), values written almost right
 are restored (:mod:`.near_copies`, arguments named for an e-mail, a version or
 a path that hold something else: :mod:`.slot_kinds`, enum members the request
-names: :mod:`.named_members`), and optional arguments nobody gave are dropped
+names: :mod:`.named_members`, the reasons the request gives:
+:mod:`.reason_values`), and optional arguments nobody gave are dropped
 (:mod:`.made_up_options`, flags the request says nothing about:
 :mod:`.made_up_flags`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
@@ -28,6 +29,7 @@ from .made_up_flags import without_made_up_flags
 from .made_up_options import without_made_up_options
 from .named_members import restore_named_members
 from .near_copies import restore_near_copies
+from .reason_values import restore_reasons
 from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
 
@@ -87,6 +89,10 @@ def mend_action(
         named = restore_named_members(text, messages, tools, instructions, schema)
         if named is not None:
             text, pairs = named
+            restored += pairs
+        reasons = restore_reasons(text, messages, tools, schema)
+        if reasons is not None:
+            text, pairs = reasons
             restored += pairs
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
