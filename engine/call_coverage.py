@@ -345,10 +345,11 @@ def says(said: str, value: str) -> bool:
 
 
 def _said(values: Sequence[str], said: str) -> list[str]:
-    """The ``values`` (lower-cased) that the lower-cased text ``said`` holds, but for
+    """The ``values`` (lower-cased) that the lower-cased text ``said`` holds as whole
+    words (:func:`says`: "re" is no value of "green again"), but for
     those made of stop words alone ("urgent" from "it's kind of urgent", "please"):
     chatter, not a value a call could take from the conversation."""
-    return [v.lower() for v in values if len(v) >= 2 and v.lower() in said and not _chatter_only(v)]
+    return [v.lower() for v in values if len(v) >= 2 and says(said, v) and not _chatter_only(v)]
 
 
 def _chatter_only(value: str) -> bool:

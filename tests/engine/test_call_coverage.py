@@ -265,3 +265,10 @@ def test_chatter_a_call_takes_is_no_new_value() -> None:
     disk = [ChatMessage("user", 'log a sev1 for "Printer offline" and then disk space on lb')]
     both = action(("raise", {"name": "Printer offline"}), ("disk", {"machine": "lb"}))
     assert without_redundant_calls(both, disk) is None
+
+
+def test_a_piece_of_a_word_is_no_new_value() -> None:
+    request = [ChatMessage("user", 'notify eli@acme.io: "the build is green again"')]
+    note = ("notify_email", {"address": "eli@acme.io", "content": "the build is green again"})
+    again = ("notify_email", {"address": "re", "content": "the build is green again"})
+    assert without_redundant_calls(action(note, again), request) == action(note)
