@@ -6,7 +6,10 @@ stay whatever its value, and an enum is a choice the schema already bounds; but
 an optional string or number the conversation holds nowhere as a whole word
 (``3`` is no word of "INV-2023-5427") was made up, and so was one that repeats
 a required argument of its call (a ticket's title as its ``locale`` too): a
-value said once fills one slot. A call without it does what was asked.
+value said once fills one slot, and so was a string in a slot named for an
+e-mail, a version or a path (:func:`~.slot_kinds.slot_kind`) that is none
+(``"directory": "free"`` for "free space check for mq-dev"). A call without it
+does what was asked.
 :func:`without_made_up_options` drops those arguments, where the action still
 fits its schema. Pure text work, after decoding; docs/constraints.md
 ("Made-up options") has the measurements.
@@ -19,6 +22,7 @@ from typing import Any
 
 from .call_coverage import action_calls, conversation_text, says, with_calls
 from .chat_template import ChatMessage, ToolSpec
+from .slot_kinds import is_of_kind, slot_kind
 
 
 def without_made_up_options(
@@ -37,12 +41,14 @@ def without_made_up_options(
     require and does not bound to an ``enum`` or ``const``, whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
-    (:func:`~.call_coverage.says`), or that a required argument of the call holds."""
+    (:func:`~.call_coverage.says`), that a required argument of the call holds,
+    or a string of another kind than the one its slot is named for."""
     calls = action_calls(text)
     if not calls or not messages or messages[-1].role != "user":
         return None
     said = conversation_text(messages, instructions).lower()
     free = {tool.name: _free_options(tool) for tool in tools}
+    specs = {tool.name: (tool.parameters or {}).get("properties") or {} for tool in tools}
     dropped: list[str] = []
     kept_calls = []
     for call in calls:
@@ -53,7 +59,12 @@ def without_made_up_options(
         kept = {}
         for name, value in arguments.items():
             options = free.get(call.get("name"), set())
-            if name in options and (_made_up(value, said) or _repeats(value, arguments, options)):
+            spec = specs.get(call.get("name"), {}).get(name)
+            if name in options and (
+                _made_up(value, said)
+                or _repeats(value, arguments, options)
+                or _wrong_kind(name, value, spec)
+            ):
                 dropped.append(f"{call.get('name')}.{name}")
             else:
                 kept[name] = value
@@ -92,3 +103,12 @@ def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> boo
         for key, other in arguments.items()
         if key not in options
     )
+
+
+def _wrong_kind(name: str, value: Any, spec: Any) -> bool:
+    """True for a string in a slot named for an e-mail, a version or a path that is
+    no value of that kind."""
+    if not isinstance(value, str) or not isinstance(spec, Mapping):
+        return False
+    kind = slot_kind(name, spec)
+    return kind is not None and not is_of_kind(value, kind)

@@ -115,6 +115,11 @@ def _whole(text: str, start: int, end: int) -> bool:
     return not (before.isalnum() or before in "/.-_:") and not (after.isalnum() or after == "/")
 
 
+def is_of_kind(value: str, kind: str) -> bool:
+    """True when ``value`` is a value of ``kind`` (``"email"``, ``"version"``, ``"path"``)."""
+    return _kind(value) == kind
+
+
 def _kind(value: str) -> str:
     """:func:`~.argument_fit.value_kind`, or ``"path"`` for a path."""
     return "path" if _PATH.fullmatch(value) else value_kind(value)

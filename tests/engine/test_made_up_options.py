@@ -89,3 +89,30 @@ def test_an_option_repeating_a_required_argument_is_dropped() -> None:
     text = action(name="kafka", version="1.5.4", region="kafka")
     found = without_made_up_options(text, asked("put kafka 1.5.4 on dev"), [DEPLOY])
     assert found == (action(name="kafka", version="1.5.4"), ["roll_out.region"])
+
+
+def test_an_option_of_another_kind_than_its_slot_is_dropped() -> None:
+    disk = ToolSpec(
+        "inspect_disk",
+        "Free space on a host",
+        {
+            "type": "object",
+            "properties": {
+                "machine": {"type": "string"},
+                "directory": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+            },
+            "required": ["machine"],
+        },
+    )
+
+    def check(**arguments: Any) -> str:
+        return json.dumps(
+            {"tool_calls": [{"name": "inspect_disk", "arguments": arguments}]},
+            separators=(",", ":"),
+        )
+
+    wrong = check(machine="mq-dev", directory="free")
+    found = without_made_up_options(wrong, asked("free space check for mq-dev"), [disk])
+    assert found == (check(machine="mq-dev"), ["inspect_disk.directory"])
+    right = check(machine="mq-dev", directory="/var/log")
+    assert without_made_up_options(right, asked("free space on mq-dev in /var/log"), [disk]) is None
