@@ -8,7 +8,8 @@ lists the request gives (:mod:`.listed_values`), values written almost right
 are restored (:mod:`.near_copies`, arguments named for an e-mail, a version or
 a path that hold something else: :mod:`.slot_kinds`, enum members the request
 names: :mod:`.named_members`, the reasons the request gives:
-:mod:`.reason_values`), and optional arguments nobody gave are dropped
+:mod:`.reason_values`, a value written into a host slot and its neighbour:
+:mod:`.twin_values`), and optional arguments nobody gave are dropped
 (:mod:`.made_up_options`, flags the request says nothing about:
 :mod:`.made_up_flags`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
@@ -32,6 +33,7 @@ from .near_copies import restore_near_copies
 from .reason_values import restore_reasons
 from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
+from .twin_values import restore_twins
 
 #: How a note names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
@@ -93,6 +95,10 @@ def mend_action(
         reasons = restore_reasons(text, messages, tools, schema)
         if reasons is not None:
             text, pairs = reasons
+            restored += pairs
+        twins = restore_twins(text, messages, schema)
+        if twins is not None:
+            text, pairs = twins
             restored += pairs
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
