@@ -18,7 +18,11 @@ morning." or "asap please" holds none and counts for no tool):
   *email*, *mail*, *recipient* or *contact*) with no e-mail of the clause left
   for it, and likewise for a version (*version*, *release*, *build*, *tag*);
 - an e-mail in the clause while the tool's name, description and parameters
-  mention none, and likewise for a version.
+  mention none, and likewise for a version;
+- a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
+  gw-eu, edge-prod4 & mail-prod"; :func:`~.listed_values.request_lists`) while
+  the tool has no array parameter to hold it: a tool restarting one service on
+  one machine is not what three hosts ask for.
 
 Descriptions are read without their example values ("Which machine, e.g.
 mail-dev16" is not about mail), and a number the request names a thing with
@@ -41,6 +45,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from .call_coverage import clause_values, clauses
+from .listed_values import request_lists
 from .tool_relevance import as_bonuses, request_words, same_word, words
 
 #: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
@@ -52,6 +57,10 @@ KIND_WORDS: dict[str, tuple[str, ...]] = {
     "email": ("email", "mail", "recipient", "contact"),
     "version": ("version", "release", "build", "tag"),
 }
+
+#: The fewest items of a list that only a tool with an array parameter can take
+#: (two values may fill two parameters: "restart nginx on web-1").
+MIN_LIST_ITEMS = 3
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
@@ -89,10 +98,12 @@ def value_kind(value: str) -> str:
     return "text"
 
 
-def misfits(tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozenset()) -> int:
+def misfits(
+    tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozenset(), listed: int = 0
+) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
     ``values`` (the values of one clause); those in ``ids`` are ids whatever
-    their shape."""
+    their shape, and ``listed`` is the length of the longest list the clause gives."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
     kinds = ["text" if v in ids else value_kind(v) for v in values]
@@ -112,6 +123,8 @@ def misfits(tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozens
     for kind in KIND_WORDS:
         if kind in kinds and not _mentions(tool, properties, kind):
             count += 1
+    if listed >= MIN_LIST_ITEMS and not any(_takes_list(s) for s in properties.values()):
+        count += 1
     return count
 
 
@@ -119,9 +132,30 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     """Each tool's fit to ``request``: minus its fewest :func:`misfits` over the
     request's clauses that hold values (0: some clause's values fit it; with no
     values anywhere, a tool that needs some misfits)."""
-    parts = [v for v in (clause_values(c) for c in clauses(request)) if v] or [[]]
+    lists = request_lists(request)
+    parts = [(v, _longest_list(c, lists)) for c in clauses(request) if (v := clause_values(c))]
     ids = named_numbers(request)
-    return {t.name: float(-min(misfits(t, values, ids) for values in parts)) for t in tools}
+    return {
+        t.name: float(
+            -min(misfits(t, values, ids, listed) for values, listed in parts or [([], 0)])
+        )
+        for t in tools
+    }
+
+
+def _longest_list(clause: str, lists: Sequence[Sequence[str]]) -> int:
+    """The number of items of the longest of ``lists`` that ``clause`` gives whole."""
+    return max((len(items) for items in lists if all(i in clause for i in items)), default=0)
+
+
+def _takes_list(schema: Any) -> bool:
+    """True for a parameter schema that takes an array (alone or as one branch)."""
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    if kind == "array" or (isinstance(kind, list) and "array" in kind):
+        return True
+    return any(_takes_list(b) for key in ("anyOf", "oneOf") for b in schema.get(key, ()))
 
 
 def named_numbers(request: str) -> set[str]:
