@@ -46,10 +46,14 @@ _SPLITS = re.compile(
 _QUOTED = re.compile(r"\"([^\"]+)\"|“([^”]+)”")
 _TRIM = ".,;:!?()[]'\""
 #: Words that are values without looking like ids: a name after a word for an
-#: account ("turn off login joao"), search terms ("search: log retention"), and a
-#: capitalised word inside the clause ("how warm is it in Madrid").
+#: account ("turn off login joao"), search terms ("search: log retention", "look up
+#: api rate limits in the knowledge base"), and a capitalised word inside the clause
+#: ("how warm is it in Madrid").
 _NAMED = re.compile(r"\b(?:user|login|account|customer)\s+([a-z][\w.-]{2,})", re.IGNORECASE)
-_SEARCHED = re.compile(r"\bsearch:\s*([^.?!,;]+)", re.IGNORECASE)
+_SEARCHED = re.compile(
+    r"\b(?:search:|look up|search (?:the \w+ )?for)\s*(?:the\s+)?([^.?!,;]+?)(?=\s+(?:in|on) the\b|[.?!,;]|$)",
+    re.IGNORECASE,
+)
 _CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", re.IGNORECASE)
 _PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
 #: A question of at most three words whose first is capitalised: "Lisbon weather?".

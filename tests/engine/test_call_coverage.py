@@ -59,6 +59,8 @@ def test_a_clause_holds_its_quoted_text_and_value_like_tokens() -> None:
         ("suspend user eli now", ["eli"]),
         ("the user cannot log in", []),
         ("search: log retention - thanks", ["log retention"]),
+        ("look up api rate limits in the knowledge base", ["api rate limits"]),
+        ("search the docs for vpn setup please", ["vpn setup"]),
         ("how warm is it in Madrid right now", ["Madrid"]),
         ('Ticket: "High latency" on web-3', ["High latency", "web-3"]),  # quoted, not proper
         # with ids or numbers, a clause's words are not values: "Oak" is in both addresses
