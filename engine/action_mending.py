@@ -5,13 +5,13 @@ three checks read it against the conversation: redundant calls go
 (:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
 value in a list argument (:mod:`.repeated_items`); list arguments become the
 lists the request gives (:mod:`.listed_values`), values written almost right
-are restored (:mod:`.near_copies`, arguments named for an e-mail, a version or
-a path that hold something else: :mod:`.slot_kinds`, enum members the request
-names: :mod:`.named_members`, the reasons the request gives:
-:mod:`.reason_values`, a value written into a host slot and its neighbour:
-:mod:`.twin_values`), and optional arguments nobody gave are dropped
-(:mod:`.made_up_options`, flags the request says nothing about:
-:mod:`.made_up_flags`). The order is part of the rule: a value
+are restored (:mod:`.near_copies`; numbers: :mod:`.near_numbers`; arguments
+named for an e-mail, a version or a path that hold something else:
+:mod:`.slot_kinds`; enum members the request names: :mod:`.named_members`;
+the reasons the request gives: :mod:`.reason_values`; a value written into a
+host slot and its neighbour: :mod:`.twin_values`), and optional arguments
+nobody gave are dropped (:mod:`.made_up_options`; flags the request says
+nothing about: :mod:`.made_up_flags`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
 one that serves the request. :func:`mend_action` runs them in that order for
 every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
@@ -30,6 +30,7 @@ from .made_up_flags import without_made_up_flags
 from .made_up_options import without_made_up_options
 from .named_members import restore_named_members
 from .near_copies import restore_near_copies
+from .near_numbers import restore_near_numbers
 from .reason_values import restore_reasons
 from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
@@ -83,6 +84,10 @@ def mend_action(
         found = restore_near_copies(text, messages, instructions, schema)
         if found is not None:
             text, pairs = found
+            restored += pairs
+        numbers = restore_near_numbers(text, messages, instructions, schema)
+        if numbers is not None:
+            text, pairs = numbers
             restored += pairs
         slotted = restore_slot_kinds(text, messages, tools, schema)
         if slotted is not None:
