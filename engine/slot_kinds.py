@@ -12,7 +12,10 @@ value of that kind and the call holds it in no argument,
 model copies an e-mail into the slot named for it *and* into a slot beside it
 (``"client_id": "sofia83@inbox.dev", "emailAddress": "sofia83@inbox.dev"`` for
 "set email sofia83@inbox.dev on account 36626"): the slot not named for an
-e-mail gets the request's one value that no call holds. The e-mail and version
+e-mail gets the request's one value that no call holds; and where the two are
+swapped (``"client_id": "eli.doe@mail.com", "emailAddress": "c4207"`` for "set
+email eli.doe@mail.com on account c4207"), they swap back, when the value the
+slot named for a kind holds is one the request gives. The e-mail and version
 kinds and the words that name them are :mod:`.argument_fit`'s; a path (a word
 starting with ``/``) is this module's own, as tool choice does not weigh paths.
 Pure text work, after decoding; part of ``restore_near_copies``
@@ -76,8 +79,18 @@ def restore_slot_kinds(
                 return free.pop()
             return None
         found = by_kind.get(kind, [])
-        if _kind(written) == kind or len(found) != 1 or found[0] in new.values():
+        if _kind(written) == kind or len(found) != 1:
             return None
+        swapped = [k for k, v in new.items() if v == found[0] and k != name]
+        if swapped:  # the value sits in a neighbour not named for it: the two swap
+            other = swapped[0]
+            spec = properties.get(other)
+            if len(swapped) > 1 or not isinstance(spec, Mapping) or slot_kind(other, spec):
+                return None
+            if written not in values:
+                return None
+            new[other] = written
+            pairs.append((found[0], written))
         pairs.append((written, found[0]))
         return found[0]
 

@@ -131,3 +131,17 @@ def test_an_argument_named_for_a_path_gets_the_requests_one_path(
 def test_no_path_or_several_leave_the_argument_alone(request_text: str) -> None:
     text = action("inspect_storage", machine="db-1", directory="disk")
     assert restore_slot_kinds(text, asked(request_text), [DISK]) is None
+
+
+def test_a_value_and_its_kind_swapped_between_two_slots_swap_back() -> None:
+    swapped = action("modify_email", client_id="eli.doe@mail.com", emailAddress="c4207")
+    request = asked("SET EMAIL eli.doe@mail.com ON ACCOUNT c4207 - it's kind of urgent")
+
+    mended, pairs = restore_slot_kinds(swapped, request, TOOLS, SCHEMA)
+
+    arguments = json.loads(mended)["tool_calls"][0]["arguments"]
+    assert arguments == {"client_id": "c4207", "emailAddress": "eli.doe@mail.com"}
+    assert sorted(pairs) == [("c4207", "eli.doe@mail.com"), ("eli.doe@mail.com", "c4207")]
+    # the kind slot's value is nothing the request gives: no swap to make
+    made_up = action("modify_email", client_id="eli.doe@mail.com", emailAddress="x")
+    assert restore_slot_kinds(made_up, request, TOOLS, SCHEMA) is None
