@@ -19,6 +19,10 @@ morning." or "asap please" holds none and counts for no tool):
   for it, and likewise for a version (*version*, *release*, *build*, *tag*);
 - an e-mail in the clause while the tool's name, description and parameters
   mention none, and likewise for a version;
+- a clause whose values are all e-mails while the tool, which takes an e-mail,
+  also requires a string named for an id or an account ("is there an account
+  with a@b.io" gives no ``client_id`` for an e-mail change to take besides the
+  address);
 - a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
   gw-eu, edge-prod4 & mail-prod"; :func:`~.listed_values.request_lists`) while
   the tool has no array parameter to hold it: a tool restarting one service on
@@ -61,6 +65,10 @@ KIND_WORDS: dict[str, tuple[str, ...]] = {
 #: The fewest items of a list that only a tool with an array parameter can take
 #: (two values may fill two parameters: "restart nginx on web-1").
 MIN_LIST_ITEMS = 3
+
+#: The words that name a parameter for an account (an id the request must give).
+ACCOUNT_WORDS = frozenset({"account", "customer", "client", "user", "login", "username"})
+_ID_NAME = re.compile(r"(?:^|_|-|[a-z])(?:id|Id|ID)$")
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
@@ -123,6 +131,13 @@ def misfits(
     for kind in KIND_WORDS:
         if kind in kinds and not _mentions(tool, properties, kind):
             count += 1
+    if (
+        kinds
+        and set(kinds) == {"email"}
+        and _mentions(tool, properties, "email")
+        and _plain_strings(required, properties)
+    ):
+        count += 1
     if listed >= MIN_LIST_ITEMS and not any(_takes_list(s) for s in properties.values()):
         count += 1
     return count
@@ -141,6 +156,20 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
         )
         for t in tools
     }
+
+
+def _plain_strings(required: Sequence[str], properties: Mapping[str, Any]) -> bool:
+    """True when one of the ``required`` parameters is a string named for an id or an
+    account (``client_id``, ``customerId``, ``account``, ``user``): a value the
+    request must give, where free text (a message's ``body``) the model may write."""
+    return any(
+        isinstance(schema := properties.get(name), Mapping)
+        and schema.get("type", "string") == "string"
+        and "enum" not in schema
+        and kind_of(name, schema) is None
+        and (_ID_NAME.search(name) is not None or bool(ACCOUNT_WORDS & set(words(name))))
+        for name in required
+    )
 
 
 def _longest_list(clause: str, lists: Sequence[Sequence[str]]) -> int:

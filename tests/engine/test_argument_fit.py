@@ -166,3 +166,14 @@ def test_a_list_of_three_values_needs_an_array_parameter() -> None:
     assert argument_fit("restart hosts gw-eu & edge-prod4", tools)["cycle_daemon"] == 0.0
     both = "cycle celery at gw-20 and then web-1, web-2 and web-3 need a reboot"
     assert argument_fit(both, tools)["cycle_daemon"] == 0.0
+
+
+def test_an_email_alone_gives_no_account_id() -> None:
+    change = tool(
+        "modify_email", "Replace the account email", {"client_id": STRING, "emailAddress": STRING}
+    )
+    tools = [change, GET_CUSTOMER, NOTIFY]
+
+    fit = argument_fit("Is there an account with bhaas@inbox.dev", tools)
+    assert fit == {"modify_email": -1.0, "get_customer": 0.0, "notify": 0.0}  # a body is free text
+    assert argument_fit("set email a@b.io on account cus_55", tools)["modify_email"] == 0.0
