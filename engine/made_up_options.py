@@ -34,19 +34,24 @@ def without_made_up_options(
 ) -> tuple[str, list[str]] | None:
     """The action ``text`` without its made-up optional arguments, and their names
     (``tool.argument``); None when it has none (or the conversation ``messages``
-    does not end with the request the action answers, or the action left breaks
-    ``schema``).
+    holds no request, or the action left breaks ``schema``).
 
     A made-up option is a top-level argument that its tool (in ``tools``) does not
     require and does not bound to an ``enum`` or ``const``, whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
-    (:func:`~.call_coverage.says`), that a required argument of the call holds,
-    or a string of another kind than the one its slot is named for."""
+    (:func:`~.call_coverage.says`), a list of strings none of which it holds, a
+    value a required argument of the call holds, or a string of another kind than
+    the one its slot is named for. After a tool result (``messages`` not ending
+    with the request), a string or number it does not hold may be the model's
+    reading of the result, and is kept."""
     calls = action_calls(text)
-    if not calls or not messages or messages[-1].role != "user":
+    if not calls or not any(m.role == "user" for m in messages):
         return None
     said = conversation_text(messages, instructions).lower()
+    # after a tool result, a value may be the model's reading of it ("other" for
+    # "changed my mind"): only repeats, lists and values of another kind are read
+    after_request = messages[-1].role == "user"
     free = {tool.name: _free_options(tool) for tool in tools}
     specs = {tool.name: (tool.parameters or {}).get("properties") or {} for tool in tools}
     dropped: list[str] = []
@@ -61,7 +66,7 @@ def without_made_up_options(
             options = free.get(call.get("name"), set())
             spec = specs.get(call.get("name"), {}).get(name)
             if name in options and (
-                _made_up(value, said)
+                _made_up(value, said, strings=after_request)
                 or _repeats(value, arguments, options)
                 or _wrong_kind(name, value, spec)
             ):
@@ -84,8 +89,12 @@ def _free_options(tool: ToolSpec) -> set[str]:
     }
 
 
-def _made_up(value: Any, said: str) -> bool:
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+def _made_up(value: Any, said: str, *, strings: bool = True) -> bool:
+    """A list of strings none of which is said, or (``strings``) a string or number
+    that is not said."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return not any(says(said, v) for v in value)
+    if not strings or isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
     if isinstance(value, float) and value.is_integer():
         value = int(value)
@@ -94,15 +103,24 @@ def _made_up(value: Any, said: str) -> bool:
 
 def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> bool:
     """True when one of ``arguments`` that is not an option (a required one, an enum)
-    holds the same string or number ``value``: of two options that repeat each other,
-    neither can be told for the made-up one."""
+    holds the same string or number ``value`` (``383749`` and ``"383749"`` alike): of
+    two options that repeat each other, neither can be told for the made-up one."""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
     return any(
-        other == value and not isinstance(other, bool)
+        _written(other) == _written(value)
         for key, other in arguments.items()
         if key not in options
+        and isinstance(other, (str, int, float))
+        and not isinstance(other, bool)
     )
+
+
+def _written(value: str | int | float) -> str:
+    """A string or number as the request would say it (``22.0`` as ``22``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _wrong_kind(name: str, value: Any, spec: Any) -> bool:

@@ -58,10 +58,52 @@ def test_required_enum_boolean_and_given_values_stay() -> None:
     )
 
 
-def test_nothing_is_dropped_past_the_request_or_against_the_schema() -> None:
+def test_after_a_tool_result_an_unsaid_value_may_be_a_reading_and_stays() -> None:
     text = action(name="kafka", version="1.5.4", max_retries=7)
     went_on = [*asked("put kafka 1.5.4"), ChatMessage("tool", "{}", name="roll_out")]
     assert without_made_up_options(text, went_on, [DEPLOY]) is None
+    # but a repeat of a required argument, or a list nobody said, is still made up
+    repeat = action(name="kafka", version="1.5.4", max_retries=154, region="kafka")
+    assert without_made_up_options(repeat, went_on, [DEPLOY]) == (
+        action(name="kafka", version="1.5.4", max_retries=154),
+        ["roll_out.region"],
+    )
+
+
+def test_an_id_repeated_as_a_number_and_an_unsaid_list_are_made_up() -> None:
+    tagged = ToolSpec(
+        "refund",
+        "Refund an order",
+        {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "max_retries": {"type": "integer"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+            },
+            "required": ["id"],
+        },
+    )
+    text = json.dumps(
+        {
+            "tool_calls": [
+                {
+                    "name": "refund",
+                    "arguments": {"id": "383749", "max_retries": 383749, "tags": ["reason", "x {"]},
+                }
+            ]
+        }
+    )
+    mended, names = without_made_up_options(text, asked("refund order 383749"), [tagged])
+    assert json.loads(mended)["tool_calls"][0]["arguments"] == {"id": "383749"}
+    assert names == ["refund.max_retries", "refund.tags"]
+    said = text.replace('["reason", "x {"]', '["vip"]')
+    kept = without_made_up_options(said, asked("refund order 383749, tag it vip"), [tagged])
+    assert json.loads(kept[0])["tool_calls"][0]["arguments"]["tags"] == ["vip"]
+
+
+def test_nothing_is_dropped_against_the_schema() -> None:
+    text = action(name="kafka", version="1.5.4", max_retries=7)
     needs_retries = {
         "properties": {
             "tool_calls": {"items": {"properties": {"arguments": {"required": ["max_retries"]}}}}
