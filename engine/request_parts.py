@@ -10,7 +10,8 @@ when it decoded each request on its own (docs/constraints.md, "Requests decoded
 one by one").
 
 A message splits into *parts* where a clause holding values
-(:func:`~.call_coverage.clause_values`) follows another that holds some; clauses
+(:func:`~.call_coverage.clause_values`, or a member of an ``enum`` a required
+parameter of the step's tools lists: "hana needs *editor* rights") follows another that holds some; clauses
 without values ("and send a confirmation", "thanks a lot", "good morning.") stay
 with the part before them, or the first part, and so does the joiner between
 two parts ("and then", "plus"). :func:`split_request` gives the
@@ -25,7 +26,8 @@ step's schema, the message is decoded whole, as without the split.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -39,6 +41,11 @@ from .call_coverage import (
     takes,
     with_calls,
 )
+from .tool_relevance import QUOTED, enum_members, names_member
+
+#: A clause that gives a reason for the one before it ("since it was delivered
+#: late"): no request of its own, whatever member it names.
+_DEPENDENT = re.compile(r"(?:since|because|as|due to|reason:)\b", re.IGNORECASE)
 
 #: A message of more parts than this is decoded whole: that many requests in one
 #: message are rare, and each part is one more row of the batch.
@@ -50,11 +57,14 @@ class SplitRequest:
     """The parts of one message, each to be decoded as a request of its own."""
 
     parts: tuple[str, ...]
+    #: The step's tools' ``enum`` members (lower-cased) that count as values of a part.
+    members: frozenset[str] = frozenset()
 
     def joined(self, texts: Sequence[str], schema: Mapping[str, Any] | None = None) -> str | None:
         """One action with the calls of every part's action ``texts`` (one per part, in
         order), a call written twice kept once; None when a part's action has no call
-        (an answer, or no action), takes none of its part's values (:func:`takes`: a
+        (an answer, or no action), takes none of its part's values (its ``enum``
+        members where it holds no other; :func:`takes`: a
         run-on ``"57}}]}count…"`` for "57 lines" is no call for it), or the joined
         action breaks ``schema``."""
         if len(texts) != len(self.parts):
@@ -64,22 +74,24 @@ class SplitRequest:
             found = action_calls(text)
             if not found:
                 return None
-            values = request_values(part)
+            values = request_values(part) or _named(part, self.members)
             if values and not any(takes(call_values(found), v) for v in values):
                 return None
             calls += [c for c in found if c not in calls]
         return with_calls('{"tool_calls":[]}', calls, schema)
 
 
-def request_parts(request: str) -> list[str]:
+def request_parts(request: str, members: Set[str] = frozenset()) -> list[str]:
     """``request`` cut where a clause with values follows a clause with values (see
-    the module docstring); one part when it holds one request or none."""
+    the module docstring); one part when it holds one request or none. A clause
+    naming one of ``members`` (lower-cased ``enum`` members) outside quotes holds
+    a value too."""
     cuts: list[int] = []
     position, seen_values = 0, False
     for clause in clauses(request):
         start = request.find(clause, position)
         position = start + len(clause)
-        if not clause_values(clause):
+        if not clause_values(clause) and (_DEPENDENT.match(clause) or not _named(clause, members)):
             continue
         if seen_values:
             cuts.append(start)
@@ -92,12 +104,38 @@ def split_request(request: str, schema: Mapping[str, Any] | None = None) -> Spli
     """The parts of ``request`` when it holds two to :data:`MAX_PARTS` requests and
     ``schema`` (the step's action schema) lets an action make that many calls; None
     otherwise (``parallel_tool_calls=False`` allows one call a step)."""
-    parts = request_parts(request)
+    members = frozenset(required_members(schema)) if schema is not None else frozenset()
+    parts = request_parts(request, members)
     if not 2 <= len(parts) <= MAX_PARTS:
         return None
     if schema is not None and not _allows_calls(schema, len(parts)):
         return None
-    return SplitRequest(tuple(parts))
+    return SplitRequest(tuple(parts), members)
+
+
+def required_members(schema: Any) -> set[str]:
+    """The ``enum`` members of the *required* parameters anywhere in ``schema`` (the
+    step's action schema): a role a user needs, not a refund's optional reason
+    ("since it came *late*" belongs to the refund's clause)."""
+    found: set[str] = set()
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Mapping):
+            properties = node.get("properties")
+            if isinstance(properties, Mapping):
+                for name in node.get("required") or ():
+                    found |= enum_members(properties.get(name))
+            stack.extend(v for v in node.values() if isinstance(v, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found
+
+
+def _named(text: str, members: Set[str]) -> list[str]:
+    """The ``members`` that ``text`` names as words of their own outside quotes."""
+    bare = QUOTED.sub(" ", text).lower()
+    return [m for m in sorted(members) if names_member(bare, m)]
 
 
 def _allows_calls(schema: Mapping[str, Any], n: int) -> bool:

@@ -137,7 +137,7 @@ def relevance(request: str, tools: Sequence[DescribedTool]) -> dict[str, float]:
                 df = sum(1 for other in vocab if any(same_word(w, x) for x in other))
                 score += weight * math.log(1.0 + n / df) / scale
         for member in members:
-            if _names(bare, member):
+            if names_member(bare, member):
                 df = sum(1 for other in listed if member in other)
                 score += MEMBER_WEIGHT * math.log(1.0 + n / df) / scale
         out[tool.name] = score
@@ -162,7 +162,7 @@ def enum_members(schema: object) -> set[str]:
     return {m for m in found if len(m) > 1 and m not in STOP_WORDS}
 
 
-def _names(text: str, member: str) -> bool:
+def names_member(text: str, member: str) -> bool:
     """The lower-cased ``text`` holds ``member`` as a word of its own."""
     return re.search(rf"(?<![\w-]){re.escape(member)}(?![\w-])", text) is not None
 

@@ -106,3 +106,33 @@ def test_a_part_whose_calls_take_none_of_its_values_sends_the_message_back_whole
     split = SplitRequest(("Status of 2537?", "refund $12.50 on 5084"))
     refund = {"name": "refund", "arguments": {"id": "5084", "amount": 12.5}}
     assert split.joined([action(call("get_order", "2537")), action(refund)]) is not None
+
+
+def test_a_clause_naming_a_listed_member_is_a_request_of_its_own() -> None:
+    role = {"type": "string", "enum": ["viewer", "editor", "admin"]}
+    assign = ToolSpec(
+        "assign_role",
+        "Give a user a role",
+        {
+            "type": "object",
+            "properties": {"account": {"type": "string"}, "group": role},
+            "required": ["account", "group"],
+        },
+    )
+    schema = action_schema([*TOOLS, assign], None)
+    request = "Assign role admin to user mmartin. hana needs editor rights"
+
+    split = split_request(request, schema)
+
+    assert split is not None
+    assert split.parts == ("Assign role admin to user mmartin.", "hana needs editor rights")
+    assert split_request(request, SCHEMA) is None  # no tool lists "editor"
+    # the part's call must take the member it names
+    first = {"name": "assign_role", "arguments": {"account": "mmartin", "group": "admin"}}
+    again = {"name": "assign_role", "arguments": {"account": "hana", "group": "viewer"}}
+    right = {"name": "assign_role", "arguments": {"account": "hana", "group": "editor"}}
+    assert split.joined([action(first), action(again)], schema) is None
+    assert split.joined([action(first), action(right)], schema) is not None
+    # a clause giving a reason is no request, whatever member it names
+    because = "Assign role admin to user mmartin. since editor is too much"
+    assert split_request(because, schema) is None
