@@ -24,9 +24,10 @@ morning." or "asap please" holds none and counts for no tool):
   with a@b.io" gives no ``client_id`` for an e-mail change to take besides the
   address);
 - a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
-  gw-eu, edge-prod4 & mail-prod"; :func:`~.listed_values.request_lists`) while
-  the tool has no array parameter to hold it: a tool restarting one service on
-  one machine is not what three hosts ask for.
+  gw-eu, edge-prod4 & mail-prod", "db20 & proxy-qa"; the value-like items of a
+  :func:`~.listed_values.request_lists` list, so that "customer C-9520, use
+  ..." is none) while the tool has no array parameter to hold it: a tool
+  restarting one service on one machine is not what a list of hosts asks for.
 
 Descriptions are read without their example values ("Which machine, e.g.
 mail-dev16" is not about mail), and a number the request names a thing with
@@ -50,7 +51,7 @@ from typing import Any, Protocol
 
 from .call_coverage import clause_values, clauses
 from .listed_values import request_lists
-from .tool_relevance import as_bonuses, request_words, same_word, words
+from .tool_relevance import as_bonuses, is_value_like, request_words, same_word, words
 
 #: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
 #: --argument-fit`` is off unless given).
@@ -62,9 +63,10 @@ KIND_WORDS: dict[str, tuple[str, ...]] = {
     "version": ("version", "release", "build", "tag"),
 }
 
-#: The fewest items of a list that only a tool with an array parameter can take
-#: (two values may fill two parameters: "restart nginx on web-1").
-MIN_LIST_ITEMS = 3
+#: The fewest value-like items of a list that only a tool with an array parameter
+#: can take ("db20 & proxy-qa"; a service and its host are no list: "restart nginx
+#: on web-1").
+MIN_LIST_ITEMS = 2
 
 #: The words that name a parameter for an account (an id the request must give).
 ACCOUNT_WORDS = frozenset({"account", "customer", "client", "user", "login", "username"})
@@ -173,8 +175,15 @@ def _plain_strings(required: Sequence[str], properties: Mapping[str, Any]) -> bo
 
 
 def _longest_list(clause: str, lists: Sequence[Sequence[str]]) -> int:
-    """The number of items of the longest of ``lists`` that ``clause`` gives whole."""
-    return max((len(items) for items in lists if all(i in clause for i in items)), default=0)
+    """The most value-like items of one of ``lists`` that ``clause`` gives whole."""
+    return max(
+        (
+            sum(is_value_like(i) for i in items)
+            for items in lists
+            if all(i in clause for i in items)
+        ),
+        default=0,
+    )
 
 
 def _takes_list(schema: Any) -> bool:

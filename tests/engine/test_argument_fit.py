@@ -153,7 +153,7 @@ def test_a_step_adds_the_fit_to_the_other_tool_bonuses() -> None:
         step_bonuses(request, TOOLS, vectors=None, fit_weight=-1.0, **off)
 
 
-def test_a_list_of_three_values_needs_an_array_parameter() -> None:
+def test_a_list_of_values_needs_an_array_parameter() -> None:
     cycle = tool("cycle_daemon", "Restart a service", {"machine": STRING, "name": STRING})
     reboot = tool("reset_hosts", "Power-cycle servers", {"targets": {"type": "array"}})
     maybe_list = {"anyOf": [{"type": "array"}, {"type": "null"}]}
@@ -162,8 +162,11 @@ def test_a_list_of_three_values_needs_an_array_parameter() -> None:
 
     three = argument_fit("restart hosts gw-eu, edge-prod4 & mail-prod please", tools)
     assert three == {"cycle_daemon": -1.0, "reset_hosts": 0.0, "reset_some": 0.0}
-    # two values may fill two parameters, and a clause without the list counts too
-    assert argument_fit("restart hosts gw-eu & edge-prod4", tools)["cycle_daemon"] == 0.0
+    assert argument_fit("restart hosts db20 & proxy-qa", tools)["cycle_daemon"] == -1.0
+    # a service and its host are no list, nor is a value followed by a word
+    assert argument_fit("restart nginx on web-1", tools)["cycle_daemon"] == 0.0
+    assert argument_fit("I'm customer C-9520, use it", tools)["cycle_daemon"] == 0.0
+    # a clause without the list counts too
     both = "cycle celery at gw-20 and then web-1, web-2 and web-3 need a reboot"
     assert argument_fit(both, tools)["cycle_daemon"] == 0.0
 
