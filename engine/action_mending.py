@@ -20,8 +20,8 @@ every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
@@ -35,6 +35,8 @@ from .reason_values import restore_reasons
 from .repeated_items import without_repeated_items
 from .slot_kinds import restore_slot_kinds
 from .twin_values import restore_twins
+
+T = TypeVar("T")
 
 #: How a note names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
@@ -80,43 +82,36 @@ def mend_action(
         if listed is not None:
             text, lists = listed
             notes.append(f"{LISTED} " + ", ".join(f"{a} → {b}" for a, b in lists))
-        restored: list[tuple[str, str]] = []
-        found = restore_near_copies(text, messages, instructions, schema)
-        if found is not None:
-            text, pairs = found
-            restored += pairs
-        numbers = restore_near_numbers(text, messages, instructions, schema)
-        if numbers is not None:
-            text, pairs = numbers
-            restored += pairs
-        slotted = restore_slot_kinds(text, messages, tools, schema)
-        if slotted is not None:
-            text, pairs = slotted
-            restored += pairs
-        named = restore_named_members(text, messages, tools, instructions, schema)
-        if named is not None:
-            text, pairs = named
-            restored += pairs
-        reasons = restore_reasons(text, messages, tools, schema)
-        if reasons is not None:
-            text, pairs = reasons
-            restored += pairs
-        twins = restore_twins(text, messages, schema)
-        if twins is not None:
-            text, pairs = twins
-            restored += pairs
+        restores: tuple[Callable[[str], tuple[str, list[tuple[str, str]]] | None], ...] = (
+            lambda t: restore_near_copies(t, messages, instructions, schema),
+            lambda t: restore_near_numbers(t, messages, instructions, schema),
+            lambda t: restore_slot_kinds(t, messages, tools, schema),
+            lambda t: restore_named_members(t, messages, tools, instructions, schema),
+            lambda t: restore_reasons(t, messages, tools, schema),
+            lambda t: restore_twins(t, messages, schema),
+        )
+        text, restored = _each(text, restores)
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
     if drop_made_up_options:
-        names_dropped: list[str] = []
-        dropped = without_made_up_options(text, messages, tools, instructions, schema)
-        if dropped is not None:
-            text, names = dropped
-            names_dropped += names
-        flags = without_made_up_flags(text, messages, tools, schema)
-        if flags is not None:
-            text, names = flags
-            names_dropped += names
+        drops: tuple[Callable[[str], tuple[str, list[str]] | None], ...] = (
+            lambda t: without_made_up_options(t, messages, tools, instructions, schema),
+            lambda t: without_made_up_flags(t, messages, tools, schema),
+        )
+        text, names_dropped = _each(text, drops)
         if names_dropped:
             notes.append(f"{MADE_UP} {', '.join(names_dropped)}")
     return text, notes
+
+
+def _each(
+    text: str, checks: Sequence[Callable[[str], tuple[str, list[T]] | None]]
+) -> tuple[str, list[T]]:
+    """``text`` through each of ``checks`` in turn (None: unchanged), and what they changed."""
+    changed: list[T] = []
+    for check in checks:
+        found = check(text)
+        if found is not None:
+            text, what = found
+            changed += what
+    return text, changed

@@ -41,7 +41,7 @@ from .call_coverage import (
     takes,
     with_calls,
 )
-from .tool_relevance import QUOTED, enum_members, names_member
+from .tool_relevance import QUOTED, enum_members, names_member, schema_nodes
 
 #: A clause that gives a reason for the one before it ("since it was delivered
 #: late"): no request of its own, whatever member it names.
@@ -118,17 +118,11 @@ def required_members(schema: Any) -> set[str]:
     step's action schema): a role a user needs, not a refund's optional reason
     ("since it came *late*" belongs to the refund's clause)."""
     found: set[str] = set()
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Mapping):
-            properties = node.get("properties")
-            if isinstance(properties, Mapping):
-                for name in node.get("required") or ():
-                    found |= enum_members(properties.get(name))
-            stack.extend(v for v in node.values() if isinstance(v, (Mapping, list)))
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in schema_nodes(schema):
+        properties = node.get("properties")
+        if isinstance(properties, Mapping):
+            for name in node.get("required") or ():
+                found |= enum_members(properties.get(name))
     return found
 
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 #: Log-space bonus per unit of relevance (a name word no other listed tool uses is
 #: one unit): ``EmbeddedModel``'s default (``agentflow eval --tool-relevance`` is off
@@ -149,17 +149,23 @@ def enum_members(schema: object) -> set[str]:
     but for stop words and single characters: the values a tool lists as the ones
     it takes."""
     found: set[str] = set()
+    for node in schema_nodes(schema):
+        members = node.get("enum")
+        if isinstance(members, list):
+            found.update(m.lower() for m in members if isinstance(m, str))
+    return {m for m in found if len(m) > 1 and m not in STOP_WORDS}
+
+
+def schema_nodes(schema: object) -> Iterator[Mapping[str, Any]]:
+    """Every object anywhere in ``schema`` (itself included), depth first."""
     stack = [schema]
     while stack:
         node = stack.pop()
         if isinstance(node, Mapping):
-            members = node.get("enum")
-            if isinstance(members, list):
-                found.update(m.lower() for m in members if isinstance(m, str))
+            yield node
             stack.extend(v for v in node.values() if isinstance(v, (Mapping, list)))
         elif isinstance(node, list):
             stack.extend(node)
-    return {m for m in found if len(m) > 1 and m not in STOP_WORDS}
 
 
 def names_member(text: str, member: str) -> bool:
