@@ -29,7 +29,7 @@ from typing import Any
 from .call_coverage import action_calls, call_values, clause_values, clauses, holds, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
-from .tool_relevance import QUOTED, STOP_WORDS, is_value_like, same_word, words
+from .tool_relevance import request_words, same_word, tool_words, words
 
 _LETTERS = re.compile(r"[^\W\d_]+")
 
@@ -99,9 +99,9 @@ def _words_left(request: str, call: Mapping[str, Any], tool: ToolSpec) -> bool:
 
 
 def _tool_words(tool: ToolSpec) -> set[str]:
-    """The words of a tool's name and description and of its parameters that are no
-    booleans (names and descriptions)."""
-    out = set(words(tool.name)) | set(words(tool.description or ""))
+    """The words of a tool's name and description (:func:`~.tool_relevance.tool_words`)
+    and of its parameters that are no booleans (names and descriptions)."""
+    out = set(tool_words(tool))
     for name, spec in ((tool.parameters or {}).get("properties") or {}).items():
         if isinstance(spec, Mapping) and spec.get("type") != "boolean":
             out |= set(words(name)) | set(words(str(spec.get("description", ""))))
@@ -109,15 +109,6 @@ def _tool_words(tool: ToolSpec) -> set[str]:
 
 
 def _content_words(clause: str) -> list[str]:
-    """The lower-cased words of ``clause`` outside quotes and value-like tokens, less
-    stop words, chatter and words under three letters."""
-    out = []
-    for token in QUOTED.sub(" ", clause).split():
-        if is_value_like(token):
-            continue
-        out += [
-            w
-            for w in _LETTERS.findall(token.lower())
-            if len(w) > 2 and w not in STOP_WORDS and w not in CHATTER_WORDS
-        ]
-    return out
+    """The words of ``clause`` a request asks with (:func:`~.tool_relevance.request_words`),
+    less chatter."""
+    return [w for w in request_words(clause) if w not in CHATTER_WORDS]
