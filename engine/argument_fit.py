@@ -70,7 +70,8 @@ MIN_LIST_ITEMS = 2
 
 #: The words that name a parameter for an account (an id the request must give).
 ACCOUNT_WORDS = frozenset({"account", "customer", "client", "user", "login", "username"})
-_ID_NAME = re.compile(r"(?:^|_|-|[a-z])(?:id|Id|ID)$")
+#: A parameter named for an id: ``id``, ``order_id``, ``customerId``.
+ID_NAME = re.compile(r"(?:^|_|-|[a-z])(?:id|Id|ID)$")
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
@@ -169,7 +170,7 @@ def _plain_strings(required: Sequence[str], properties: Mapping[str, Any]) -> bo
         and schema.get("type", "string") == "string"
         and "enum" not in schema
         and kind_of(name, schema) is None
-        and (_ID_NAME.search(name) is not None or bool(ACCOUNT_WORDS & set(words(name))))
+        and (ID_NAME.search(name) is not None or bool(ACCOUNT_WORDS & set(words(name))))
         for name in required
     )
 

@@ -339,6 +339,13 @@ def with_calls(
     return json.dumps(whole, ensure_ascii=False, separators=(",", ":"))
 
 
+def as_said(value: str | int | float) -> str:
+    """A string or number as a request would say it (``22.0`` as ``22``)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def says(said: str, value: str) -> bool:
     """The lower-cased text ``said`` holds ``value`` (case aside) as a whole word, not
     inside a longer one: "turn off login omoreau" says ``omoreau``, not ``omore``;

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .call_coverage import action_calls, conversation_text, says, with_calls
+from .call_coverage import action_calls, as_said, conversation_text, says, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .slot_kinds import is_of_kind, slot_kind
 
@@ -96,9 +96,7 @@ def _made_up(value: Any, said: str, *, strings: bool = True) -> bool:
         return not any(says(said, v) for v in value)
     if not strings or isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return not says(said, str(value))
+    return not says(said, as_said(value))
 
 
 def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> bool:
@@ -108,19 +106,12 @@ def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> boo
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
     return any(
-        _written(other) == _written(value)
+        as_said(other) == as_said(value)
         for key, other in arguments.items()
         if key not in options
         and isinstance(other, (str, int, float))
         and not isinstance(other, bool)
     )
-
-
-def _written(value: str | int | float) -> str:
-    """A string or number as the request would say it (``22.0`` as ``22``)."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
 
 
 def _wrong_kind(name: str, value: Any, spec: Any) -> bool:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .call_coverage import action_calls, with_calls
+from .call_coverage import action_calls, as_said, with_calls
 from .chat_template import ChatMessage
 
 #: How close (``difflib`` ratio of the digit strings) a written number must be to a
@@ -59,11 +59,11 @@ def restore_near_numbers(
             if not _is_number(written) or written in given:
                 continue
             free = [n for n in candidates if _value(n) not in held]
-            best = _closest(_digits(written), free)
+            best = _closest(as_said(written), free)
             if best is not None:
                 new[name] = _value(best)
                 held.add(_value(best))
-                restored.append((_digits(written), best))
+                restored.append((as_said(written), best))
         mended_calls.append({**call, "arguments": new})
     action = with_calls(text, mended_calls, schema) if restored else None
     return None if action is None else (action, restored)
@@ -96,7 +96,3 @@ def _value(number: str | int | float) -> int | float:
     """A number as JSON would hold it: ``52.40`` and ``52.4`` alike, ``22.0`` as ``22``."""
     value = float(number)
     return int(value) if value.is_integer() else value
-
-
-def _digits(number: int | float) -> str:
-    return str(_value(number))

@@ -30,15 +30,13 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .argument_fit import value_kind
-from .call_coverage import action_calls, call_values, holds, request_values, with_calls
+from .argument_fit import ID_NAME, value_kind
+from .call_coverage import action_calls, as_said, call_values, holds, request_values, with_calls
 from .chat_template import ChatMessage
 from .tool_relevance import same_word, words
 
 #: A number as a request writes one, cents and all.
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-#: A parameter named for an id: ``id``, ``order_id``, ``customerId``.
-_ID_NAME = re.compile(r"(?:^|_|-|[a-z])(?:id|Id|ID)$")
 
 #: The words that name a parameter for a host.
 HOST_WORDS = ("host", "hostname", "server", "machine", "node")
@@ -112,7 +110,7 @@ def _amount_and_id(
             mended_calls.append(call)
             continue
         id_slot, amount_slot = slots
-        written_id, written_amount = arguments[id_slot], _written(arguments[amount_slot])
+        written_id, written_amount = arguments[id_slot], as_said(arguments[amount_slot])
         if written_id == written_amount and len(free) == 1:
             candidates = [written_id, free[0]]  # twins: one of them is the free number
         elif written_id in numbers and written_amount in numbers:
@@ -135,15 +133,11 @@ def _amount_and_id(
 def _id_and_amount(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
     """The (id slot, numeric slot) of a call with exactly one string argument named
     for an id and exactly one numeric argument; None otherwise."""
-    ids = [k for k, v in arguments.items() if isinstance(v, str) and _ID_NAME.search(k)]
+    ids = [k for k, v in arguments.items() if isinstance(v, str) and ID_NAME.search(k)]
     amounts = [
         k for k, v in arguments.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
     ]
     return (ids[0], amounts[0]) if len(ids) == 1 and len(amounts) == 1 else None
-
-
-def _written(number: int | float) -> str:
-    return str(int(number)) if float(number).is_integer() else str(number)
 
 
 def _twins(arguments: Mapping[str, Any]) -> tuple[str, str] | None:
