@@ -11,10 +11,11 @@ That part is each clause (:func:`~.call_coverage.clauses`) holding one of the
 call's values, with the clauses that follow it and hold no value ("cancel 9505
 for me *and send a confirmation*"). Its words that say nothing about a flag are:
 the call's values, stop and chatter words, the words of the tool's name and
-description and of its other parameters' names and descriptions, and the first
+description and of its other parameters' names and descriptions, the first
 word of a clause that holds values, which names the action ("*cancel* YW8389",
 "*restart* hosts a, b", "a, b need a *reboot*"; "*force* reboot web-1" keeps
-its flag, since "reboot" is left). A flag is said before its verb seldom
+its flag, since "reboot" is left), and a plural noun right before a list the
+clause gives, which names the list's items ("restart *hosts* a, b"). A flag is said before its verb seldom
 enough that this reading is the safe one. :func:`without_made_up_flags` drops
 an optional boolean only where no other word is left. Pure text work, after
 decoding; docs/constraints.md ("Made-up flags") has the measurements.
@@ -29,6 +30,7 @@ from typing import Any
 from .call_coverage import action_calls, call_values, clause_values, clauses, holds, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
+from .listed_values import request_lists
 from .tool_relevance import request_words, same_word, tool_words, words
 
 _LETTERS = re.compile(r"[^\W\d_]+")
@@ -93,9 +95,20 @@ def _words_left(request: str, call: Mapping[str, Any], tool: ToolSpec) -> bool:
         left = [w for w in _content_words(clause) if w not in own]
         if values:
             left = left[1:]  # the verb
+        left = [w for w in left if w not in _list_nouns(clause)]
         if any(not any(same_word(w, k) for k in known) for w in left):
             return True
     return not found
+
+
+def _list_nouns(clause: str) -> set[str]:
+    """The plural nouns that introduce a list of the clause: "restart *hosts* a, b"."""
+    found = set()
+    for items in request_lists(clause):
+        before = clause[: clause.find(items[0])].split()
+        if before and re.fullmatch(r"[a-z]{3,}s", before[-1].lower()):
+            found.add(before[-1].lower())
+    return found
 
 
 def _tool_words(tool: ToolSpec) -> set[str]:

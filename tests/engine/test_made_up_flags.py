@@ -55,6 +55,8 @@ HOSTS = {"targets": ["auth-prod", "node-13", "edge-9"]}
     ("request_text", "name", "values", "flag"),
     [
         ("auth-prod, node-13 & edge-9 need a reboot", "reset_nodes", HOSTS, "immediate"),
+        # a plural noun before a list names its items, not a flag
+        ("restart hosts auth-prod, node-13 & edge-9 please", "reset_nodes", HOSTS, "immediate"),
         ("greetings, cancel YW8389 for me", "stop_order", {"id": "YW8389"}, "email_customer"),
         (
             "can you void CH4634?. it's kind of urgent",
@@ -136,3 +138,10 @@ def test_mend_action_names_the_dropped_flag() -> None:
 
     assert json.loads(mended)["tool_calls"][0]["arguments"] == {"targets": ["api27", "lb-qa"]}
     assert notes == [f"{MADE_UP} reset_nodes.immediate"]
+
+
+def test_a_list_flag_said_after_the_hosts_is_kept() -> None:
+    text = action(("reset_nodes", {"targets": ["web-1", "web-2"], "immediate": True}))
+    request = asked("restart hosts web-1 & web-2 please forcefully")
+
+    assert without_made_up_flags(text, request, TOOLS) is None
