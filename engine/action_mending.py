@@ -14,7 +14,10 @@ nobody gave are dropped (:mod:`.made_up_options`; flags the request says
 nothing about: :mod:`.made_up_flags`). The order is part of the rule: a value
 restored before the redundant calls are found would make a wrong call look like
 one that serves the request. :func:`mend_action` runs them in that order for
-every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed.
+every caller (``EmbeddedModel``, ``agentflow eval``) and says what each changed;
+where values were restored, the redundant calls are looked for once more, as a
+miscopy the first look took for a new value ("lmartin@corp") may have become a
+repeat.
 """
 
 from __future__ import annotations
@@ -66,13 +69,18 @@ def mend_action(
     changed); ``restore_copies`` completes lists too;
     ``drop_redundant_calls`` drops repeated list items too."""
     notes: list[str] = []
-    if drop_redundant_calls:
+
+    def drop_redundant(text: str) -> str:
         kept = without_redundant_calls(text, messages, instructions, schema)
-        if kept is not None:
-            names = Counter(c["name"] for c in action_calls(text) or [])
-            names.subtract(c["name"] for c in action_calls(kept) or [])
-            notes.append(f"{REDUNDANT} {', '.join(sorted(names.elements()))}")
-            text = kept
+        if kept is None:
+            return text
+        names = Counter(c["name"] for c in action_calls(text) or [])
+        names.subtract(c["name"] for c in action_calls(kept) or [])
+        notes.append(f"{REDUNDANT} {', '.join(sorted(names.elements()))}")
+        return kept
+
+    if drop_redundant_calls:
+        text = drop_redundant(text)
         repeats = without_repeated_items(text, messages, instructions, schema)
         if repeats is not None:
             text, values = repeats
@@ -93,6 +101,10 @@ def mend_action(
         text, restored = _each(text, restores)
         if restored:
             notes.append(f"{RESTORED} " + ", ".join(f"{a} → {b}" for a, b in restored))
+            if drop_redundant_calls:
+                # a miscopy kept as a new value ("lmartin@corp") may now repeat a
+                # call; this second look can only drop calls, never keep one
+                text = drop_redundant(text)
     if drop_made_up_options:
         drops: tuple[Callable[[str], tuple[str, list[str]] | None], ...] = (
             lambda t: without_made_up_options(t, messages, tools, instructions, schema),

@@ -80,3 +80,27 @@ def test_repeated_list_items_go_with_the_redundant_calls() -> None:
         written, asked, [reboot], drop_redundant_calls=False, restore_copies=False
     )
     assert untouched == (written, [])
+
+
+def test_a_call_that_a_restored_value_makes_a_repeat_goes_too() -> None:
+    lookup = ToolSpec(
+        "get_customer",
+        "Search customers by email",
+        {"type": "object", "properties": {"contact": {"type": "string"}}, "required": ["contact"]},
+    )
+    asked = [ChatMessage("user", "is there an account with lmartin@corp.org")]
+    calls = [
+        {"name": "get_customer", "arguments": {"contact": "lmartin@corp.org"}},
+        # "lmartin@corp" is said inside the address, so the first look keeps it;
+        # the slot named for an e-mail then gets the request's e-mail
+        {"name": "get_customer", "arguments": {"contact": "lmartin@corp"}},
+    ]
+    written = json.dumps({"tool_calls": calls}, separators=(",", ":"))
+
+    text, notes = mend_action(written, asked, [lookup])
+
+    assert json.loads(text)["tool_calls"] == calls[:1]
+    assert notes == [
+        f"{RESTORED} lmartin@corp → lmartin@corp.org",
+        f"{REDUNDANT} get_customer",
+    ]
