@@ -7,8 +7,8 @@ right value: ``"emailAddress": ":"``, ``"contact": "do.co"`` for "do we know
 kofinovak@corp.org?", ``"build_version": "staging"`` for "push 9.22.3 of
 memcached to staging", ``"directory": "urgent"`` for "disk space on mq-us-5
 especially /home, it's kind of urgent". Where the request holds exactly one
-value of that kind and the call holds it in no argument,
-:func:`restore_slot_kinds` puts it there. The other way round, the
+value of that kind (or, of several, exactly one that no call holds yet) and the
+call holds it in no argument, :func:`restore_slot_kinds` puts it there. The other way round, the
 model copies an e-mail into the slot named for it *and* into a slot beside it
 (``"client_id": "sofia83@inbox.dev", "emailAddress": "sofia83@inbox.dev"`` for
 "set email sofia83@inbox.dev on account 36626"): the slot not named for an
@@ -79,6 +79,8 @@ def restore_slot_kinds(
                 return free.pop()
             return None
         found = by_kind.get(kind, [])
+        if len(found) > 1:  # of several, the one no call holds yet
+            found = [v for v in found if v in free]
         if _kind(written) == kind or len(found) != 1:
             return None
         swapped = [k for k, v in new.items() if v == found[0] and k != name]

@@ -145,3 +145,29 @@ def test_a_value_and_its_kind_swapped_between_two_slots_swap_back() -> None:
     # the kind slot's value is nothing the request gives: no swap to make
     made_up = action("modify_email", client_id="eli.doe@mail.com", emailAddress="x")
     assert restore_slot_kinds(made_up, request, TOOLS, SCHEMA) is None
+
+
+def test_of_two_emails_the_one_no_call_holds_is_restored() -> None:
+    reset = tool("recover_login", "emailAddress")
+    tools = [reset, MODIFY]
+    written = json.dumps(
+        {
+            "tool_calls": [
+                {"name": "recover_login", "arguments": {"emailAddress": "C-186"}},
+                {
+                    "name": "modify_email",
+                    "arguments": {"client_id": "C-186", "emailAddress": "yuki80@example.org"},
+                },
+            ]
+        },
+        separators=(",", ":"),
+    )
+    request = asked(
+        "ssmith@inbox.dev can't log in, please reset. I'm customer C-186, use yuki80@example.org"
+    )
+
+    mended, pairs = restore_slot_kinds(written, request, tools, action_schema(tools, None))
+
+    first = json.loads(mended)["tool_calls"][0]["arguments"]
+    assert first == {"emailAddress": "ssmith@inbox.dev"}
+    assert pairs == [("C-186", "ssmith@inbox.dev")]
