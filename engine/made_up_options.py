@@ -17,12 +17,15 @@ fits its schema. Pure text work, after decoding; docs/constraints.md
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .call_coverage import action_calls, as_said, conversation_text, says, with_calls
 from .chat_template import ChatMessage, ToolSpec
+from .constraints.copy_choices import CHATTER_WORDS
 from .slot_kinds import is_of_kind, slot_kind
+from .tool_relevance import STOP_WORDS
 
 
 def without_made_up_options(
@@ -41,8 +44,9 @@ def without_made_up_options(
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
     (:func:`~.call_coverage.says`), a list of strings none of which it holds, a
-    value a required argument of the call holds, or a string of another kind than
-    the one its slot is named for. After a tool result (``messages`` not ending
+    value a required argument of the call holds, a string of another kind than
+    the one its slot is named for, or a word the request says only as chatter
+    (``"region": "urgent"`` for "it's kind of urgent"). After a tool result (``messages`` not ending
     with the request), a string or number it does not hold may be the model's
     reading of the result, and is kept."""
     calls = action_calls(text)
@@ -67,6 +71,7 @@ def without_made_up_options(
             spec = specs.get(call.get("name"), {}).get(name)
             if name in options and (
                 _made_up(value, said, strings=after_request)
+                or (after_request and _chatter(value, messages[-1].content))
                 or _repeats(value, arguments, options)
                 or _wrong_kind(name, value, spec)
             ):
@@ -97,6 +102,24 @@ def _made_up(value: Any, said: str, *, strings: bool = True) -> bool:
     if not strings or isinstance(value, bool) or not isinstance(value, (str, int, float)):
         return False
     return not says(said, as_said(value))
+
+
+def _chatter(value: Any, request: str) -> bool:
+    """True for a string the request says only as chatter: a stop or chatter word
+    each time after another ("it's kind of *urgent*"), never on its own ("(urgent)",
+    "level urgent")."""
+    if not isinstance(value, str):
+        return False
+    word = value.lower()
+    if word not in STOP_WORDS and word not in CHATTER_WORDS:
+        return False
+    lowered = request.lower()
+    found = list(re.finditer(rf"(?<![\w(]){re.escape(word)}(?!\w)", lowered))
+    for match in found:
+        before = lowered[: match.start()].split()
+        if not before or before[-1].strip(".,") not in STOP_WORDS | CHATTER_WORDS:
+            return False
+    return bool(found)
 
 
 def _repeats(value: Any, arguments: Mapping[str, Any], options: set[str]) -> bool:

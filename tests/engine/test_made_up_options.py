@@ -158,3 +158,15 @@ def test_an_option_of_another_kind_than_its_slot_is_dropped() -> None:
     assert found == (check(machine="mq-dev"), ["inspect_disk.directory"])
     right = check(machine="mq-dev", directory="/var/log")
     assert without_made_up_options(right, asked("free space on mq-dev in /var/log"), [disk]) is None
+
+
+def test_a_word_said_only_as_chatter_is_made_up() -> None:
+    text = action(name="kafka", version="1.5.4", region="urgent")
+    chatter = asked("put kafka 1.5.4 on dev. it's kind of urgent")
+    assert without_made_up_options(text, chatter, [DEPLOY]) == (
+        action(name="kafka", version="1.5.4"),
+        ["roll_out.region"],
+    )
+    # said on its own, it is a value
+    for meant in ("put kafka 1.5.4 (urgent)", "put kafka 1.5.4, region urgent"):
+        assert without_made_up_options(text, asked(meant), [DEPLOY]) is None
