@@ -30,7 +30,7 @@ from typing import Any
 from .call_coverage import action_calls, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
-from .tool_relevance import STOP_WORDS
+from .tool_relevance import STOP_WORDS, names_member
 
 #: The words that name a parameter for a reason.
 REASON_WORDS = frozenset({"reason", "reasons", "why", "cause"})
@@ -63,22 +63,17 @@ def restore_reasons(
         return None
     said = request_reasons(asked[-1])
     specs = {tool.name: tool for tool in tools}
-    slots = []
-    for call in calls:
-        tool = specs.get(call.get("name"))
-        found = reason_parameter(tool) if tool is not None else None
-        if found is not None and isinstance(call.get("arguments"), Mapping):
-            slots.append((call, found))
-    if not said or len(said) != len(slots):
+    slots = [_reason_slot(call, specs) for call in calls]
+    if not said or len(said) != sum(slot is not None for slot in slots):
         return None
+    reasons = iter(said)
     pairs: list[tuple[str, str]] = []
     mended_calls = []
-    by_call = {id(call): (found, reason) for (call, found), reason in zip(slots, said, strict=True)}
-    for call in calls:
-        if id(call) not in by_call:
+    for call, slot in zip(calls, slots, strict=True):
+        if slot is None:
             mended_calls.append(call)
             continue
-        (name, members), reason = by_call[id(call)]
+        (name, members), reason = slot, next(reasons)
         value = reason if members is None else _named_member(reason, members)
         arguments = dict(call["arguments"])
         written = arguments.get(name)
@@ -94,6 +89,16 @@ def restore_reasons(
         mended_calls.append({**call, "arguments": arguments})
     action = with_calls(text, mended_calls, schema) if pairs else None
     return None if action is None else (action, pairs)
+
+
+def _reason_slot(
+    call: Mapping[str, Any], specs: Mapping[str, ToolSpec]
+) -> tuple[str, tuple[str, ...] | None] | None:
+    """The call's reason parameter (:func:`reason_parameter`), if it has arguments."""
+    tool = specs.get(call.get("name"))
+    if tool is None or not isinstance(call.get("arguments"), Mapping):
+        return None
+    return reason_parameter(tool)
 
 
 def request_reasons(request: str) -> list[str]:
@@ -142,10 +147,8 @@ def _plain_string(spec: Any) -> Mapping[str, Any] | None:
 
 
 def _named_member(reason: str, members: Sequence[str]) -> str | None:
-    """The one of ``members`` that ``reason`` names as a whole word, or None."""
-    named = [
-        m for m in members if re.search(rf"(?<!\w){re.escape(m.lower())}(?!\w)", reason.lower())
-    ]
+    """The one of ``members`` that ``reason`` names as a word of its own, or None."""
+    named = [m for m in members if names_member(reason.lower(), m.lower())]
     return named[0] if len(named) == 1 else None
 
 
