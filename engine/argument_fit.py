@@ -23,6 +23,9 @@ morning." or "asap please" holds none and counts for no tool):
   also requires a string named for an id or an account ("is there an account
   with a@b.io" gives no ``client_id`` for an e-mail change to take besides the
   address);
+- a count in the clause ("we need 43 etcd pods", "just 349 lines": a number,
+  not one naming a thing, before a plural noun, a word between them allowed)
+  while the tool has no numeric parameter and no array parameter to take it;
 - a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
   gw-eu, edge-prod4 & mail-prod", "db20 & proxy-qa"; the value-like items of a
   :func:`~.listed_values.request_lists` list, so that "customer C-9520, use
@@ -49,9 +52,11 @@ import re
 from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol
 
+from .asked_changes import unasked_changes
 from .call_coverage import clause_values, clauses
 from .listed_values import request_lists
-from .tool_relevance import as_bonuses, is_value_like, request_words, same_word, words
+from .read_only_requests import changing_tools
+from .tool_relevance import QUOTED, as_bonuses, is_value_like, request_words, same_word, words
 
 #: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
 #: --argument-fit`` is off unless given).
@@ -77,6 +82,13 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
 _NUMBER = re.compile(r"^[$€£#]?-?\d+(?:[.,]\d+)?%?$")
 #: A number after a word for a thing it identifies: an id, not an amount or a count.
+#: A count: a number before a plural noun, one word between them allowed ("43 etcd
+#: pods", "349 lines"), not inside an id, an amount or a date.
+_COUNT = re.compile(r"(?<![\w.$€£#-])(\d+)\s+(?:[a-z][\w-]*\s+)?([a-z]{2,}s)\b(?![.-]\w)", re.I)
+#: Words ending in s that are no plural nouns.
+_NOT_PLURAL_TEXT = """is was has its this us yes pls thanks plus as does his hers ours yours
+    less address access process status always sometimes miss news"""
+_NOT_PLURAL = frozenset(_NOT_PLURAL_TEXT.split())
 _NAMED_NUMBER = re.compile(
     r"\b(?:order|purchase|invoice|customer|account|ticket|case|parcel|package|shipment)"
     r"\s+(?:number\s+|no\.?\s*)?(#?\d+)\b",
@@ -110,11 +122,16 @@ def value_kind(value: str) -> str:
 
 
 def misfits(
-    tool: ToolWithSchema, values: Sequence[str], ids: Set[str] = frozenset(), listed: int = 0
+    tool: ToolWithSchema,
+    values: Sequence[str],
+    ids: Set[str] = frozenset(),
+    listed: int = 0,
+    counted: bool = False,
 ) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
     ``values`` (the values of one clause); those in ``ids`` are ids whatever
-    their shape, and ``listed`` is the length of the longest list the clause gives."""
+    their shape, ``listed`` is the length of the longest list the clause gives,
+    and ``counted`` says whether it gives a count (:func:`gives_count`)."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
     kinds = ["text" if v in ids else value_kind(v) for v in values]
@@ -143,19 +160,35 @@ def misfits(
         count += 1
     if listed >= MIN_LIST_ITEMS and not any(_takes_list(s) for s in properties.values()):
         count += 1
+    if counted and not any(_takes_count(s) for s in properties.values()):
+        count += 1
     return count
 
 
 def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, float]:
     """Each tool's fit to ``request``: minus its fewest :func:`misfits` over the
     request's clauses that hold values (0: some clause's values fit it; with no
-    values anywhere, a tool that needs some misfits)."""
+    values anywhere, a tool that needs some misfits), one more for a tool that
+    changes state when the request only asks (:mod:`.read_only_requests`), and one
+    more for a tool making a kind of change the request does not name
+    (:mod:`.asked_changes`)."""
     lists = request_lists(request)
-    parts = [(v, _longest_list(c, lists)) for c in clauses(request) if (v := clause_values(c))]
     ids = named_numbers(request)
+    parts = [
+        (v, _longest_list(c, lists), gives_count(c, ids))
+        for c in clauses(request)
+        if (v := clause_values(c))
+    ]
+    changing = changing_tools(request, tools)
+    unasked = unasked_changes(request, tools)
     return {
         t.name: float(
-            -min(misfits(t, values, ids, listed) for values, listed in parts or [([], 0)])
+            -min(
+                misfits(t, v, ids, listed, counted)
+                for v, listed, counted in parts or [([], 0, False)]
+            )
+            - (t.name in changing)
+            - (t.name in unasked)
         )
         for t in tools
     }
@@ -185,6 +218,26 @@ def _longest_list(clause: str, lists: Sequence[Sequence[str]]) -> int:
         ),
         default=0,
     )
+
+
+def gives_count(clause: str, ids: Set[str] = frozenset()) -> bool:
+    """True when ``clause`` gives a count outside quotes: a number (none of ``ids``,
+    the numbers naming a thing) before a plural noun, a word between them allowed."""
+    return any(
+        m.group(2).lower() not in _NOT_PLURAL and m.group(1) not in ids
+        for m in _COUNT.finditer(QUOTED.sub(" ", clause))
+    )
+
+
+def _takes_count(schema: Any) -> bool:
+    """True for a parameter schema that takes a number or a list (alone or as a branch)."""
+    if not isinstance(schema, Mapping):
+        return False
+    kind = schema.get("type")
+    kinds = {kind} if isinstance(kind, str) else set(kind or ())
+    if kinds & {"integer", "number", "array"}:
+        return True
+    return any(_takes_count(b) for key in ("anyOf", "oneOf") for b in schema.get(key, ()))
 
 
 def _takes_list(schema: Any) -> bool:

@@ -6,7 +6,14 @@ from typing import Any
 
 import pytest
 
-from agentflow.engine.argument_fit import argument_fit, fit_bonuses, misfits, value_kind
+from agentflow.engine.argument_fit import (
+    argument_fit,
+    fit_bonuses,
+    gives_count,
+    misfits,
+    named_numbers,
+    value_kind,
+)
 from agentflow.engine.chat_template import ToolSpec
 from agentflow.engine.tool_priors import step_bonuses
 
@@ -45,7 +52,7 @@ def test_values_have_a_kind(value: str, kind: str) -> None:
 
 
 def test_an_email_fits_the_tools_that_take_one() -> None:
-    fit = argument_fit("do we know omar@initech.io?", TOOLS)
+    fit = argument_fit("look up omar@initech.io", TOOLS)  # not a question: nothing else counts
     # get_customer's parameter says "contact"; notify's description says "email"
     # (its "body" is free text, so nothing is missing).
     assert fit["get_customer"] == 0
@@ -55,7 +62,7 @@ def test_an_email_fits_the_tools_that_take_one() -> None:
 
 
 def test_a_required_number_needs_a_number_in_the_request() -> None:
-    fit = argument_fit("any news on my order ord_45547?", TOOLS)
+    fit = argument_fit("find my order ord_45547", TOOLS)
     assert fit["find_order"] == 0
     assert fit["refund_order"] == -1
     assert fit["set_workers"] == -1
@@ -68,7 +75,8 @@ def test_snake_case_names_are_read_word_by_word() -> None:
     deploy = tool("roll_out_service", "", {"name": STRING, "build_version": STRING})
     scale = tool("set_replicas", "", {"name": STRING, "size": {"type": "integer"}})
     fit = argument_fit("we need 23 billing-worker pods", [deploy, scale])
-    assert fit == {"roll_out_service": -1.0, "set_replicas": 0.0}  # no version given
+    # no version given, and no number to take the count
+    assert fit == {"roll_out_service": -2.0, "set_replicas": 0.0}
     lookup = tool("get_customer_by_email", "", {"query": STRING})
     assert argument_fit("do we know a@b.io", [lookup, FIND_ORDER])["get_customer_by_email"] == 0
 
@@ -94,7 +102,7 @@ def test_a_number_that_names_an_order_is_no_amount() -> None:
     assert fit["refund_order"] == -1  # nothing says how much
     assert fit["find_order"] == 0
     assert argument_fit("refund 473 dollars for my purchase 418811", TOOLS)["refund_order"] == 0
-    assert argument_fit("cancel 614836 please", TOOLS)["refund_order"] == 0  # could be either
+    assert argument_fit("handle 614836 please", TOOLS)["refund_order"] == 0  # could be either
 
 
 def test_each_number_fills_one_parameter() -> None:
@@ -125,7 +133,7 @@ def test_the_clause_that_fits_best_counts() -> None:
 
 
 def test_bonuses_are_penalties_scaled_by_the_weight() -> None:
-    bonuses = fit_bonuses("do we know omar@initech.io?", TOOLS, 6.0)
+    bonuses = fit_bonuses("look up omar@initech.io", TOOLS, 6.0)
     assert bonuses == {
         "find_order": -6.0,
         "get_customer": 0.0,
@@ -177,6 +185,29 @@ def test_an_email_alone_gives_no_account_id() -> None:
     )
     tools = [change, GET_CUSTOMER, NOTIFY]
 
-    fit = argument_fit("Is there an account with bhaas@inbox.dev", tools)
+    fit = argument_fit("find the account with bhaas@inbox.dev", tools)
     assert fit == {"modify_email": -1.0, "get_customer": 0.0, "notify": 0.0}  # a body is free text
     assert argument_fit("set email a@b.io on account cus_55", tools)["modify_email"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("clause", "counted"),
+    [
+        ("we need 43 etcd pods", True),
+        ("read sshd logs from mail-14 just 344 lines", True),
+        ("cancel 9002 for me", False),
+        ("order 6666 needs to be cancelled", False),  # the number names the order
+        ('log a sev2 for "12 servers down"', False),  # quoted: a title
+        ("restart hosts web-12 servers", False),  # inside a host, not a count
+    ],
+)
+def test_a_count_is_a_number_before_a_plural_noun(clause: str, counted: bool) -> None:
+    assert gives_count(clause, named_numbers(clause)) is counted
+
+
+def test_a_count_misfits_a_tool_with_nowhere_to_put_it() -> None:
+    restart = tool("cycle_service", "Restart a service", {"name": STRING, "machine": STRING})
+    scale = tool("set_workers", "", {"name": STRING, "size": {"type": "integer"}})
+    reboot = tool("reset_nodes", "", {"targets": {"type": "array", "items": STRING}})
+    fit = argument_fit("we need 7 nginx pods", [restart, scale, reboot])
+    assert fit == {"cycle_service": -1.0, "set_workers": 0.0, "reset_nodes": 0.0}
