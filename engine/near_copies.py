@@ -127,6 +127,12 @@ def restore_near_copies(
     return None if action is None else (action, restored)
 
 
+def is_near_copy(written: str, value: str) -> bool:
+    """True when ``written`` may be a miscopy of ``value``: both hold at least
+    ``MIN_LENGTH`` characters and they are within ``NEAR_COPY`` of each other."""
+    return min(len(written), len(value)) >= MIN_LENGTH and _closeness(written, value) >= NEAR_COPY
+
+
 def _closest(written: str, values: Sequence[str], least: float) -> str | None:
     """The one of ``values`` closest to ``written``, if at least ``least`` close."""
     best = max(values, key=lambda v: _closeness(written, v), default=None)

@@ -41,6 +41,7 @@ from .call_coverage import (
     takes,
     with_calls,
 )
+from .near_copies import is_near_copy
 from .tool_relevance import QUOTED, enum_members, names_member, schema_nodes
 
 #: A clause that gives a reason for the one before it ("since it was delivered
@@ -65,7 +66,8 @@ class SplitRequest:
         order), a call written twice kept once; None when a part's action has no call
         (an answer, or no action), takes none of its part's values (its ``enum``
         members where it holds no other; :func:`takes`: a
-        run-on ``"57}}]}count…"`` for "57 lines" is no call for it), or the joined
+        run-on ``"57}}]}count…"`` for "57 lines" is no call for it; a near copy of
+        one counts, as the mending after decoding restores it), or the joined
         action breaks ``schema``."""
         if len(texts) != len(self.parts):
             raise ValueError(f"{len(self.parts)} parts, {len(texts)} actions")
@@ -75,7 +77,8 @@ class SplitRequest:
             if not found:
                 return None
             values = request_values(part) or _named(part, self.members)
-            if values and not any(takes(call_values(found), v) for v in values):
+            held = call_values(found)
+            if values and not any(_takes_or_miscopies(held, v) for v in values):
                 return None
             calls += [c for c in found if c not in calls]
         return with_calls('{"tool_calls":[]}', calls, schema)
@@ -124,6 +127,13 @@ def required_members(schema: Any) -> set[str]:
             for name in node.get("required") or ():
                 found |= enum_members(properties.get(name))
     return found
+
+
+def _takes_or_miscopies(held: Sequence[str], value: str) -> bool:
+    """True when an argument of ``held`` is ``value`` (:func:`takes`) or a near copy of
+    it (:func:`~.near_copies.is_near_copy`: ``"ifmit@fastmail.fm"`` for
+    ``chensmith@fastmail.fm``), which the mending after decoding puts right."""
+    return takes(held, value) or any(is_near_copy(h, value) for h in held)
 
 
 def _named(text: str, members: Set[str]) -> list[str]:

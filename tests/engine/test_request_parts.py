@@ -108,6 +108,16 @@ def test_a_part_whose_calls_take_none_of_its_values_sends_the_message_back_whole
     assert split.joined([action(call("get_order", "2537")), action(refund)]) is not None
 
 
+def test_a_part_whose_call_miscopies_its_value_still_joins() -> None:
+    split = SplitRequest(("Do we know chensmith@fastmail.fm?.", "put CUST-193370 on free"))
+    lookup = {"name": "get_user", "arguments": {"contact": "ifmit@fastmail.fm"}}
+    switch = {"name": "switch_plan", "arguments": {"id": "CUST-193370", "plan": "free"}}
+    assert split.joined([action(lookup), action(switch)]) is not None
+    # a value with nothing of the part's in it is no copy of it
+    other = {"name": "get_user", "arguments": {"contact": "nobody"}}
+    assert split.joined([action(other), action(switch)]) is None
+
+
 def test_a_clause_naming_a_listed_member_is_a_request_of_its_own() -> None:
     role = {"type": "string", "enum": ["viewer", "editor", "admin"]}
     assign = ToolSpec(
