@@ -56,6 +56,13 @@ _SEARCHED = re.compile(
 )
 _CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", re.IGNORECASE)
 _PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
+#: A plain word where a machine or a thing stands: after *on*, *from*, *at* or *for*
+#: ("disk space on *cache*", "read postgres logs from *db*", "free space check for
+#: *build*").
+#: A clause giving a reason ("since it was broken *on arrival*") or thanks ("thanks for
+#: *waiting*") names no place.
+_NO_PLACE = re.compile(r"(?:since|because|as|due to|reason:|thanks|thank|sorry)\b", re.I)
+_PLACE = re.compile(r"\b(?:on|from|at|for)\s+([a-z][a-z0-9-]*)(?![\w@-])(?!\.\w)", re.IGNORECASE)
 #: A question of at most three words whose first is capitalised: "Lisbon weather?".
 _NAME_QUESTION = re.compile(r"^([A-Z][a-z]{2,})(?:\s+\S+){0,2}\?$")
 _LETTERS = re.compile(r"[a-z]+")
@@ -113,8 +120,9 @@ def clause_values(clause: str) -> list[str]:
     neither gets its names, search terms and capitalised words instead
     (``_NAMED``, ``_SEARCHED``, ``_PROPER``): "turn off login joao" holds ``joao``,
     while "111 Oak Ave, Lyon" holds its numbers only, as "Oak" would be held by a
-    call for another address. A short question led by a capitalised word that is
-    no question word holds that word ("Lisbon weather?" holds ``Lisbon``; "How are
+    call for another address; failing those, a plain word after *on*, *from*, *at*
+    or *for* ("disk space on cache" holds ``cache``). A short question led by a capitalised word that is no question
+    word holds that word ("Lisbon weather?, asap" holds ``Lisbon``; "How are
     you?" holds nothing)."""
     found = [a or b for a, b in _QUOTED.findall(clause)]
     bare = _QUOTED.sub(" ", clause)
@@ -132,8 +140,11 @@ def clause_values(clause: str) -> list[str]:
     words = [n for n in names if n and n.lower() not in _NOT_NAMES]
     words += [_CHATTER.split(t)[0].strip() for t in _SEARCHED.findall(bare)]
     words += _PROPER.findall(bare)
+    if not words and not _NO_PLACE.match(bare.strip()):  # a place, when nothing names more
+        words += [w for w in _PLACE.findall(bare) if w.lower() not in STOP_WORDS | _NOT_NAMES]
     if not words:  # "Lisbon weather?": a short question led by a name
-        led = _NAME_QUESTION.match(bare.strip())
+        asked = _CHATTER.split(bare.strip())[0].strip().rstrip(".,;")
+        led = _NAME_QUESTION.match(asked)
         if led and led.group(1).lower() not in _QUESTION_WORDS:
             words.append(led.group(1))
     return [w for w in dict.fromkeys(words) if w]
@@ -360,7 +371,11 @@ def _said(values: Sequence[str], said: str) -> list[str]:
     words (:func:`says`: "re" is no value of "green again"), but for
     those made of stop words alone ("urgent" from "it's kind of urgent", "please"):
     chatter, not a value a call could take from the conversation."""
-    return [v.lower() for v in values if len(v) >= 2 and says(said, v) and not _chatter_only(v)]
+    return [
+        v.lower()
+        for v in values
+        if (len(v) >= 2 or v.isdigit()) and says(said, v) and not _chatter_only(v)
+    ]
 
 
 def _chatter_only(value: str) -> bool:

@@ -57,8 +57,9 @@ _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _WORD = re.compile(r"[^\W\d_]+")  # runs of letters, any script
 #: Quoted text in a request: an argument (a title, a message), not what it asks for.
 QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
-#: A token with a digit, ``@``, ``_``, or a ``.``/``-`` inside: an id, an address, a host.
-_VALUE_LIKE = re.compile(r"[0-9@_]|\w[.-]\w")
+#: A token with a digit, ``@``, ``_``, or a ``.``/``-`` inside, or a path: an id, an
+#: address, a host, ``/var/log``.
+_VALUE_LIKE = re.compile(r"[0-9@_]|\w[.-]\w|^/\w")
 _SUFFIXES = frozenset({"s", "es", "ed", "d", "ing", "er", "ers", "ion", "ions", "ment", "ments"})
 
 

@@ -62,6 +62,15 @@ def test_a_clause_holds_its_quoted_text_and_value_like_tokens() -> None:
         ("look up api rate limits in the knowledge base", ["api rate limits"]),
         ("search the docs for vpn setup please", ["vpn setup"]),
         ("how warm is it in Madrid right now", ["Madrid"]),
+        ("Turin weather?, as soon as possible", ["Turin"]),
+        # a plain word where a machine stands, and a path
+        ("read postgres logs from db.", ["db"]),
+        ("disk space on cache please", ["cache"]),
+        ("disk space on db please especially /home", ["/home"]),  # a path is value-like
+        ("free space check for build", ["build"]),
+        ("thanks for the help", []),
+        ("since it was broken on arrival", []),  # a reason names no place
+        ("thanks for waiting", []),
         ('Ticket: "High latency" on web-3', ["High latency", "web-3"]),  # quoted, not proper
         # with ids or numbers, a clause's words are not values: "Oak" is in both addresses
         ("can 905221 go to 73 Oak Ave, Lyon 48272", ["905221", "73", "48272"]),
@@ -274,3 +283,12 @@ def test_a_piece_of_a_word_is_no_new_value() -> None:
     note = ("notify_email", {"address": "eli@acme.io", "content": "the build is green again"})
     again = ("notify_email", {"address": "re", "content": "the build is green again"})
     assert without_redundant_calls(action(note, again), request) == action(note)
+
+
+def test_a_one_digit_number_is_a_new_value() -> None:
+    request = [
+        ChatMessage("user", "how is node-exporter doing on mail-prod-23. scale node-exporter = 3")
+    ]
+    status = ("show_status", {"machine": "mail-prod-23", "name": "node-exporter"})
+    scale = ("set_workers", {"name": "node-exporter", "size": 3})
+    assert without_redundant_calls(action(status, scale), request) is None  # "3" is new
