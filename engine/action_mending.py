@@ -1,8 +1,9 @@
 """The text checks that mend a finished action, in the order they must run.
 
 After an action is decoded (and its follow-up merged, :mod:`.call_coverage`),
-three checks read it against the conversation: redundant calls go
-(:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
+three checks read it against the conversation: calls of one tool that share
+out one list the request gives become one (:mod:`.list_calls`), redundant calls
+go (:func:`~.call_coverage.without_redundant_calls`), and so do the repeats of a
 value in a list argument (:mod:`.repeated_items`); list arguments become the
 lists the request gives (:mod:`.listed_values`), values written almost right
 are restored (:mod:`.near_copies`; numbers: :mod:`.near_numbers`; arguments
@@ -28,6 +29,7 @@ from typing import Any, TypeVar
 
 from .call_coverage import action_calls, without_redundant_calls
 from .chat_template import ChatMessage, ToolSpec
+from .list_calls import merged_list_calls
 from .listed_values import complete_lists
 from .made_up_flags import without_made_up_flags
 from .made_up_options import without_made_up_options
@@ -41,6 +43,9 @@ from .twin_values import restore_twins
 
 T = TypeVar("T")
 
+#: How a note names the calls joined into one that shares out the same list (then
+#: the names of the calls joined away).
+JOINED = "joined calls sharing a list:"
 #: How a note names the redundant calls dropped (then their names).
 REDUNDANT = "dropped redundant calls:"
 #: How a note names the repeated list items dropped (then their values).
@@ -65,9 +70,9 @@ def mend_action(
     drop_made_up_options: bool = True,
 ) -> tuple[str, list[str]]:
     """``text`` after the checks asked for, and a note for each that changed it
-    (``REDUNDANT``, ``REPEATED``, ``LISTED``, ``RESTORED``, ``MADE_UP`` and what they
-    changed); ``restore_copies`` completes lists too;
-    ``drop_redundant_calls`` drops repeated list items too."""
+    (``JOINED``, ``REDUNDANT``, ``REPEATED``, ``LISTED``, ``RESTORED``, ``MADE_UP`` and
+    what they changed); ``restore_copies`` completes lists too; ``drop_redundant_calls``
+    joins calls sharing out a list and drops repeated list items too."""
     notes: list[str] = []
 
     def drop_redundant(text: str) -> str:
@@ -80,6 +85,10 @@ def mend_action(
         return kept
 
     if drop_redundant_calls:
+        merged = merged_list_calls(text, messages, schema)
+        if merged is not None:
+            text, names = merged
+            notes.append(f"{JOINED} {', '.join(names)}")
         text = drop_redundant(text)
         repeats = without_repeated_items(text, messages, instructions, schema)
         if repeats is not None:
