@@ -7,7 +7,10 @@ neighbouring option (``"notes": "ordered by mistake"``). A reason is said the
 same way whatever the tool: after *because*, *since*, *due to* or *reason:*
 (and an ``it``/``it was`` that only opens the clause), up to the clause's end
 (sentence punctuation, a dash, ``and then``, ``plus``), trailing chatter left
-out ("since it was defective - it's kind of urgent" gives ``defective``).
+out ("since it was defective - it's kind of urgent" gives ``defective``). A
+complaint about a thing named by an id, followed by a request for the money back,
+gives one too: "order SO-14246 broken on arrival, I want my money back" gives
+``broken on arrival``.
 
 A reason parameter is a top-level string parameter (or ``string | null``) whose
 name or description has the word *reason*, *why* or *cause*. Where the request
@@ -43,6 +46,17 @@ _MARKER = re.compile(
 _CLAUSE_END = re.compile(
     r"[.,;!?()\n]|\s+(?:and then|and also|plus|also)\s+|\s+[-&]\s+", re.IGNORECASE
 )
+#: A complaint about a thing named by an id, then a request for the money back:
+#: "order SO-14246 broken on arrival, I want my money back" gives the reason
+#: between the id and the comma.
+_COMPLAINT = re.compile(
+    r"(?<!\S)\S*\d\S*\s+(?P<reason>[^\d\s,.;!?][^,.;!?]*?)\s*[,;]\s*"
+    r"(?:so\s+)?(?:i|we)\s+(?:want|need|would like|['\u2019]d like)\s+(?:my|our|a|the)?\s*"
+    r"(?:money\s+back|refund)\b",
+    re.IGNORECASE,
+)
+#: The most words such a complaint's reason may have.
+MAX_COMPLAINT_WORDS = 6
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _LETTERS = re.compile(r"[a-z]+")
 
@@ -103,7 +117,7 @@ def _reason_slot(
 
 def request_reasons(request: str) -> list[str]:
     """The reasons ``request`` gives, in order (see the module docstring)."""
-    found = []
+    found: list[tuple[int, str]] = []
     for m in _MARKER.finditer(request):
         rest = request[m.end() :]
         end = _CLAUSE_END.search(rest)
@@ -111,8 +125,13 @@ def request_reasons(request: str) -> list[str]:
         while said and (said[-1].lower() in CHATTER_WORDS or said[-1].lower() in STOP_WORDS):
             said.pop()
         if said:
-            found.append(" ".join(said))
-    return found
+            found.append((m.start(), " ".join(said)))
+    for m in _COMPLAINT.finditer(request):
+        said = m.group("reason").split()
+        sentence = re.split(r"[.?!]", request[m.start() :], maxsplit=1)[0]
+        if len(said) <= MAX_COMPLAINT_WORDS and not _MARKER.search(sentence):
+            found.append((m.start("reason"), " ".join(said)))
+    return [reason for _, reason in sorted(found)]
 
 
 def reason_parameter(tool: ToolSpec) -> tuple[str, tuple[str, ...] | None] | None:

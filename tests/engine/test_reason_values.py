@@ -61,6 +61,11 @@ def asked(text: str) -> list[ChatMessage]:
             ["never arrived", "broken"],
         ),
         ("Refund order 88 please", []),
+        # a complaint about an order, then the money asked back
+        ("order SO-14246 broken on arrival, i want my money back, asap", ["broken on arrival"]),
+        ("quick one: order 97441 changed my mind, I want my money back", ["changed my mind"]),
+        ("order 5 arrived, I want a refund since it was broken", ["broken"]),
+        ("order 5 arrived, I want to know where it is", []),
     ],
 )
 def test_the_reasons_a_request_gives(request_text: str, reasons: list[str]) -> None:
