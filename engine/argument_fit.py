@@ -23,6 +23,10 @@ morning." or "asap please" holds none and counts for no tool):
   also requires a string named for an id or an account ("is there an account
   with a@b.io" gives no ``client_id`` for an e-mail change to take besides the
   address);
+- an e-mail and an account id in the clause ("I'm customer 628, use
+  noah42@corp.org from now on") while the tool, which takes an e-mail, has no
+  other string parameter to hold the id: a look-up by e-mail or a password
+  reset is not what gives an account a new address;
 - a count in the clause ("we need 43 etcd pods", "just 349 lines": a number,
   not one naming a thing, before a plural noun, a word between them allowed)
   while the tool has no numeric parameter and no array parameter to take it;
@@ -82,6 +86,11 @@ _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[A-Za-z]{2,}$")
 _VERSION = re.compile(r"^(?:v\d+(?:\.\d+)+|\d+\.\d+\.\d+(?:\.\d+)*)$")
 _NUMBER = re.compile(r"^[$€£#]?-?\d+(?:[.,]\d+)?%?$")
 #: A number after a word for a thing it identifies: an id, not an amount or a count.
+#: An account's id, named as one: "customer C-9520", "account 4637", "client #12".
+_ACCOUNT_ID = re.compile(
+    r"\b(?:customer|account|client)\s+(?:id\s+|number\s+|no\.?\s*)?#?[\w-]*\d[\w-]*(?![\w.@-])",
+    re.IGNORECASE,
+)
 #: A count: a number before a plural noun, one word between them allowed ("43 etcd
 #: pods", "349 lines"), not inside an id, an amount or a date.
 _COUNT = re.compile(r"(?<![\w.$€£#-])(\d+)\s+(?:[a-z][\w-]*\s+)?([a-z]{2,}s)\b(?![.-]\w)", re.I)
@@ -127,11 +136,13 @@ def misfits(
     ids: Set[str] = frozenset(),
     listed: int = 0,
     counted: bool = False,
+    account: bool = False,
 ) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
     ``values`` (the values of one clause); those in ``ids`` are ids whatever
     their shape, ``listed`` is the length of the longest list the clause gives,
-    and ``counted`` says whether it gives a count (:func:`gives_count`)."""
+    ``counted`` says whether it gives a count (:func:`gives_count`) and
+    ``account`` whether it names an account's id (:func:`names_account`)."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
     kinds = ["text" if v in ids else value_kind(v) for v in values]
@@ -162,6 +173,13 @@ def misfits(
         count += 1
     if counted and not any(_takes_count(s) for s in properties.values()):
         count += 1
+    if (
+        account
+        and kinds.count("email") == 1
+        and _mentions(tool, properties, "email")
+        and not _other_strings(properties)
+    ):
+        count += 1
     return count
 
 
@@ -175,7 +193,7 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     lists = request_lists(request)
     ids = named_numbers(request)
     parts = [
-        (v, _longest_list(c, lists), gives_count(c, ids))
+        (v, _longest_list(c, lists), gives_count(c, ids), names_account(c))
         for c in clauses(request)
         if (v := clause_values(c))
     ]
@@ -184,8 +202,8 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     return {
         t.name: float(
             -min(
-                misfits(t, v, ids, listed, counted)
-                for v, listed, counted in parts or [([], 0, False)]
+                misfits(t, v, ids, listed, counted, account)
+                for v, listed, counted, account in parts or [([], 0, False, False)]
             )
             - (t.name in changing)
             - (t.name in unasked)
@@ -227,6 +245,23 @@ def gives_count(clause: str, ids: Set[str] = frozenset()) -> bool:
         m.group(2).lower() not in _NOT_PLURAL and m.group(1) not in ids
         for m in _COUNT.finditer(QUOTED.sub(" ", clause))
     )
+
+
+def _other_strings(properties: Mapping[str, Any]) -> bool:
+    """True when a parameter of ``properties`` takes a plain string that is not for an
+    e-mail or a version (not an ``enum`` either): a slot an account id could go to."""
+    return any(
+        isinstance(schema, Mapping)
+        and schema.get("type", "string") == "string"
+        and "enum" not in schema
+        and kind_of(name, schema) is None
+        for name, schema in properties.items()
+    )
+
+
+def names_account(clause: str) -> bool:
+    """True when ``clause`` names an account's id ("customer C-9520", "account 4637")."""
+    return _ACCOUNT_ID.search(QUOTED.sub(" ", clause)) is not None
 
 
 def _takes_count(schema: Any) -> bool:

@@ -12,6 +12,7 @@ from agentflow.engine.argument_fit import (
     gives_count,
     misfits,
     named_numbers,
+    names_account,
     value_kind,
 )
 from agentflow.engine.chat_template import ToolSpec
@@ -211,3 +212,30 @@ def test_a_count_misfits_a_tool_with_nowhere_to_put_it() -> None:
     reboot = tool("reset_nodes", "", {"targets": {"type": "array", "items": STRING}})
     fit = argument_fit("we need 7 nginx pods", [restart, scale, reboot])
     assert fit == {"cycle_service": -1.0, "set_workers": 0.0, "reset_nodes": 0.0}
+
+
+def test_an_email_and_an_account_id_misfit_a_tool_with_no_slot_for_the_id() -> None:
+    change = tool(
+        "modify_email", "Replace the account email", {"client_id": STRING, "emailAddress": STRING}
+    )
+    reset = tool("recover_password", "Start a password reset", {"emailAddress": STRING})
+    tools = [change, reset, GET_CUSTOMER]
+    fit = argument_fit("I'm customer 628, use noah42@corp.org from now on", tools)
+    assert fit == {"modify_email": 0.0, "recover_password": -1.0, "get_customer": -1.0}
+    # an e-mail alone names no account: the look-up and the reset fit
+    alone = argument_fit("noah42@corp.org can't log in, please reset", tools)
+    assert alone["recover_password"] == 0.0
+    assert alone["get_customer"] == 0.0
+
+
+@pytest.mark.parametrize(
+    ("clause", "named"),
+    [
+        ("I'm customer C-9520, use emma16@fastmail.fm", True),
+        ("set email x@y.io on account 4637", True),
+        ("look up customer ana8@example.com", False),  # the digit is the e-mail's
+        ("customer care is great", False),
+    ],
+)
+def test_an_account_id_is_named_as_one(clause: str, named: bool) -> None:
+    assert names_account(clause) is named
