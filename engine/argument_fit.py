@@ -217,12 +217,25 @@ def _plain_strings(required: Sequence[str], properties: Mapping[str, Any]) -> bo
     account (``client_id``, ``customerId``, ``account``, ``user``): a value the
     request must give, where free text (a message's ``body``) the model may write."""
     return any(
-        isinstance(schema := properties.get(name), Mapping)
+        _plain_string(name, properties.get(name))
+        and (ID_NAME.search(name) is not None or bool(ACCOUNT_WORDS & set(words(name))))
+        for name in required
+    )
+
+
+def _other_strings(properties: Mapping[str, Any]) -> bool:
+    """True when a parameter of ``properties`` takes a plain string that is not for an
+    e-mail or a version (not an ``enum`` either): a slot an account id could go to."""
+    return any(_plain_string(name, schema) for name, schema in properties.items())
+
+
+def _plain_string(name: str, schema: Any) -> bool:
+    """True for a string parameter that is no ``enum`` and not named for a kind of value."""
+    return (
+        isinstance(schema, Mapping)
         and schema.get("type", "string") == "string"
         and "enum" not in schema
         and kind_of(name, schema) is None
-        and (ID_NAME.search(name) is not None or bool(ACCOUNT_WORDS & set(words(name))))
-        for name in required
     )
 
 
@@ -247,18 +260,6 @@ def gives_count(clause: str, ids: Set[str] = frozenset()) -> bool:
     )
 
 
-def _other_strings(properties: Mapping[str, Any]) -> bool:
-    """True when a parameter of ``properties`` takes a plain string that is not for an
-    e-mail or a version (not an ``enum`` either): a slot an account id could go to."""
-    return any(
-        isinstance(schema, Mapping)
-        and schema.get("type", "string") == "string"
-        and "enum" not in schema
-        and kind_of(name, schema) is None
-        for name, schema in properties.items()
-    )
-
-
 def names_account(clause: str) -> bool:
     """True when ``clause`` names an account's id ("customer C-9520", "account 4637")."""
     return _ACCOUNT_ID.search(QUOTED.sub(" ", clause)) is not None
@@ -266,23 +267,21 @@ def names_account(clause: str) -> bool:
 
 def _takes_count(schema: Any) -> bool:
     """True for a parameter schema that takes a number or a list (alone or as a branch)."""
-    if not isinstance(schema, Mapping):
-        return False
-    kind = schema.get("type")
-    kinds = {kind} if isinstance(kind, str) else set(kind or ())
-    if kinds & {"integer", "number", "array"}:
-        return True
-    return any(_takes_count(b) for key in ("anyOf", "oneOf") for b in schema.get(key, ()))
+    return _takes(schema, {"integer", "number", "array"})
 
 
 def _takes_list(schema: Any) -> bool:
     """True for a parameter schema that takes an array (alone or as one branch)."""
+    return _takes(schema, {"array"})
+
+
+def _takes(schema: Any, types: Set[str]) -> bool:
     if not isinstance(schema, Mapping):
         return False
     kind = schema.get("type")
-    if kind == "array" or (isinstance(kind, list) and "array" in kind):
+    if (kind in types) if isinstance(kind, str) else bool(types & set(kind or ())):
         return True
-    return any(_takes_list(b) for key in ("anyOf", "oneOf") for b in schema.get(key, ()))
+    return any(_takes(b, types) for key in ("anyOf", "oneOf") for b in schema.get(key, ()))
 
 
 def named_numbers(request: str) -> set[str]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from .tool_relevance import QUOTED, DescribedTool, same_word
+from .tool_relevance import QUOTED, DescribedTool, identifier_words, same_word
 
 _KINDS_TEXT = {
     "cancel": "cancel void stop abort halt terminate kill",
@@ -43,13 +43,12 @@ CHANGE_KINDS: dict[str, frozenset[str]] = {
 _PHRASES = {"disable": re.compile(r"\b(?:turn|shut|switch)\s+off\b", re.IGNORECASE)}
 #: Phrases that look like a kind and are none: "I'm *locked* out" asks for a way in.
 _NOT_CHANGES = re.compile(r"\blocked\s+out\b", re.IGNORECASE)
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _LETTERS = re.compile(r"[A-Za-z]+")
 
 
 def tool_kinds(tool: DescribedTool) -> set[str]:
     """The kinds of change ``tool`` makes, by its name's words or else its description's."""
-    found = _kinds(_LETTERS.findall(_CAMEL.sub(r"\1 \2", tool.name)))
+    found = _kinds(identifier_words(tool.name))
     return found or _kinds(_LETTERS.findall(tool.description or ""))
 
 

@@ -35,7 +35,7 @@ import re
 from collections.abc import Sequence
 
 from .call_coverage import clause_values, clauses
-from .tool_relevance import QUOTED, DescribedTool, same_word
+from .tool_relevance import QUOTED, DescribedTool, identifier_words, same_word
 
 _CHANGE_TEXT = """cancel void stop abort halt terminate refund reimburse pay charge transfer
     update change modify edit fix correct set switch move rename replace upgrade downgrade
@@ -87,7 +87,6 @@ QUESTION_WORDS = frozenset(
 #: Verbs that make a question a request ("can you void 6194?").
 MODAL_VERBS = frozenset(["can", "could", "would", "will", "may", "might", "shall", "should"])
 
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _LETTERS = re.compile(r"[A-Za-z]+")
 _GREETING = re.compile(
     r"^(?:(?:hi team|hey team|hey|hi|hello|yo|greetings|quick one|good morning|"
@@ -101,7 +100,7 @@ _TAIL = re.compile(r"[\s,.-]*\b(?:ok|okay|right|yes|pls|please|thanks|thx)\s*\?\
 def changes_state(tool: DescribedTool) -> bool:
     """True when ``tool``'s name, or failing it its description's first word, is a
     verb of change (see the module's docstring)."""
-    name = _LETTERS.findall(_CAMEL.sub(r"\1 \2", tool.name).lower())
+    name = identifier_words(tool.name)
     if any(w in READ_WORDS for w in name):
         return False
     if any(w in CHANGE_VERBS for w in name):

@@ -54,6 +54,7 @@ _STOP_TEXT = """a an the to of for on in at by with and or not is are be been wa
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
+_LETTERS = re.compile(r"[A-Za-z]+")
 _WORD = re.compile(r"[^\W\d_]+")  # runs of letters, any script
 #: Quoted text in a request: an argument (a title, a message), not what it asks for.
 QUOTED = re.compile(r"\"[^\"]*\"|“[^”]*”")
@@ -68,6 +69,12 @@ def words(text: str) -> list[str]:
     ``-``), without stop words and words under three letters."""
     text = _CAMEL.sub(r"\1 \2", text).lower()
     return [w for w in _WORD.findall(text) if len(w) > 2 and w not in STOP_WORDS]
+
+
+def identifier_words(identifier: str) -> list[str]:
+    """All lower-case letter runs of ``identifier``, split at ``_``, ``-`` and case
+    changes, stop words and short words kept (``stopOrder`` → ``["stop", "order"]``)."""
+    return [w.lower() for w in _LETTERS.findall(_CAMEL.sub(r"\1 \2", identifier))]
 
 
 def same_word(a: str, b: str) -> bool:
