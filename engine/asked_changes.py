@@ -18,8 +18,11 @@ letters included ("canecl", "bcak"; "locked out" is no lock). Where a request
 names at least one kind, each listed tool of a kind it does not name counts
 one misfit in :mod:`.argument_fit`; a tool of no kind (a look-up, a tool
 named in made-up words) is not touched, and neither is anything when the
-request names no kind ("put CUST-1 on free"). docs/constraints.md ("Argument
-fit") has the measurements.
+request names no kind ("put CUST-1 on free"). After a tool result, a kind the
+request names that no call made yet is a change still owed (:func:`owes_change`):
+"refund everything on order 4604 because it defective" answered after the
+order's look-up has not refunded anything. docs/constraints.md ("Argument fit",
+"Requests no tool serves") has the measurements.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
+from .read_only_requests import changes_state
 from .tool_relevance import QUOTED, DescribedTool, identifier_words, same_word
 
 _KINDS_TEXT = {
@@ -66,6 +70,18 @@ def unasked_changes(request: str, tools: Sequence[DescribedTool]) -> set[str]:
     if not asked:
         return set()
     return {t.name for t in tools if (kinds := tool_kinds(t)) and not kinds & asked}
+
+
+def owes_change(request: str, tools: Sequence[DescribedTool], called: Sequence[str]) -> bool:
+    """True when ``request`` names a kind of change that none of the ``called`` tools
+    made and a listed tool makes: after a look-up, the refund the request asked for
+    is still to be called. False when a called tool changes state in a way no kind
+    names (what it did is unknown)."""
+    done = [t for t in tools if t.name in called]
+    if any(changes_state(t) and not tool_kinds(t) for t in done):
+        return False
+    left = asked_kinds(request) - set().union(*(tool_kinds(t) for t in done))
+    return bool(left) and any(tool_kinds(t) & left for t in tools)
 
 
 def _kinds(words: Iterable[str]) -> set[str]:

@@ -226,6 +226,15 @@ def last_request(messages: Sequence[ChatMessage]) -> str:
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
+def called_since_request(messages: Sequence[ChatMessage]) -> list[str] | None:
+    """The tools whose results came after the last user message, in order; None when
+    the conversation ends with that message (nothing called yet)."""
+    if not messages or messages[-1].role == "user":
+        return None
+    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return [m.name for m in messages[last + 1 :] if m.role == "tool" and m.name]
+
+
 def with_request(messages: Sequence[ChatMessage], request: str) -> list[ChatMessage] | None:
     """``messages`` with ``request`` in place of the last one when that is the request
     (a user message); None when the conversation went on after its request."""

@@ -1,6 +1,6 @@
 """The bonuses one agent step's decoding takes from its request and its tools.
 
-Five priors, each measured on held-out sets (docs/constraints.md):
+Six priors, each measured on held-out sets (docs/constraints.md):
 
 - the words the request shares with each tool (:mod:`.tool_relevance`), its
   similarity in meaning to each (:mod:`.tool_similarity`) and the learned tool
@@ -12,7 +12,8 @@ Five priors, each measured on held-out sets (docs/constraints.md):
   same choice for every call of the step (``prefer(..., lasting=...)``);
 - the sign of a request no tool serves ("thanks, bye": no value, no word and no
   meaning close to a tool), which gives answering a bonus over calling
-  (``ConstraintSession.prefer_keys``).
+  (``ConstraintSession.prefer_keys``), and after tool results its mirror: a
+  change the request asked for that no call made yet gives calling the bonus.
 
 :func:`step_bonuses` works them out together, reading the word overlap and the
 vectors once.
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .argument_fit import ToolWithSchema, fit_bonuses
+from .asked_changes import owes_change
 from .tool_ranker import ToolRanker
 from .tool_relevance import DescribedTool, as_bonuses, check_weight, holds_values, relevance
 from .tool_similarity import WordVectors, centred, cosines
@@ -68,6 +70,7 @@ def step_bonuses(
     fit_weight: float = 0.0,
     ranker: ToolRanker | None = None,
     ranker_weight: float = 0.0,
+    called: Sequence[str] | None = None,
 ) -> StepBonuses:
     """The bonuses of a step on ``request`` with ``tools``: the word overlap times
     ``relevance_weight`` plus the centred similarity times ``similarity_weight`` plus
@@ -81,7 +84,12 @@ def step_bonuses(
     tool the request's values cannot fill gets none of the name bonuses above 0:
     the words say what the request is about, not that the tool can serve it
     ("refund everything on order 606333" names the refund and gives it no amount;
-    the order lookup comes first)."""
+    the order lookup comes first).
+
+    ``called`` names the tools called since the request (None: the step follows the
+    request). Where a kind of change the request names is still owed after them
+    (:func:`~.asked_changes.owes_change`), calling gets ``answer_bonus`` over
+    answering: the answer bonus's mirror."""
     relevance_weight = check_weight(relevance_weight, "tool relevance weight")
     similarity_weight = check_weight(similarity_weight, "tool similarity weight")
     answer_bonus = check_weight(answer_bonus, "answer bonus")
@@ -103,11 +111,11 @@ def step_bonuses(
     if ranker is not None:
         for name, bonus in ranker.bonuses(request, tools, ranker_weight).items():
             names[name] = names.get(name, 0.0) + bonus
-    keys = (
-        {"final": answer_bonus, "tool_calls": 0.0}
-        if answer_bonus > 0 and _no_tool(request, overlap, found)
-        else {}
-    )
+    keys: dict[str, float] = {}
+    if answer_bonus > 0 and called is not None and owes_change(request, tools, called):
+        keys = {"tool_calls": answer_bonus, "final": 0.0}
+    elif answer_bonus > 0 and _no_tool(request, overlap, found):
+        keys = {"final": answer_bonus, "tool_calls": 0.0}
     fit = fit_bonuses(request, tools, fit_weight)
     for name, penalty in fit.items():
         if penalty < 0 and names.get(name, 0.0) > 0:

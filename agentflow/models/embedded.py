@@ -381,6 +381,7 @@ class EmbeddedModel:
 
     def _bonuses(self, job: StepJob) -> StepBonuses:
         """The step's tool-name and key bonuses (:mod:`agentflow.engine.tool_priors`)."""
+        from agentflow.engine.chat_template import called_since_request
         from agentflow.engine.tool_priors import step_bonuses
 
         needs_vectors = bool(job.tools) and (job.similarity > 0 or job.answer > 0)
@@ -395,6 +396,7 @@ class EmbeddedModel:
             ranker=self._tool_ranker() if needs_ranker else None,
             ranker_weight=job.ranker if needs_ranker else 0.0,
             fit_weight=job.fit if job.follows_request else 0.0,
+            called=called_since_request(job.step.messages) if job.step is not None else None,
         )
 
     # -- the Model protocol ----------------------------------------------------------------------

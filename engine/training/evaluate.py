@@ -42,7 +42,7 @@ from typing import Any, Literal
 import jsonschema
 
 from ..action_mending import mend_action
-from ..chat_template import copy_sources, last_request
+from ..chat_template import called_since_request, copy_sources, last_request
 from ..generation import GenerationConfig
 from ..tool_priors import step_bonuses
 from ..tool_ranker import ToolRanker
@@ -348,6 +348,7 @@ def evaluate(
             fit_weight=argument_fit if samples[i].messages[-1].role == "user" else 0.0,
             ranker=ranker,
             ranker_weight=tool_ranker,
+            called=called_since_request(samples[i].messages),
         ).apply(session)
         return session
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from agentflow.engine.argument_fit import argument_fit
-from agentflow.engine.asked_changes import asked_kinds, tool_kinds, unasked_changes
-from agentflow.engine.chat_template import ToolSpec
+from agentflow.engine.asked_changes import asked_kinds, owes_change, tool_kinds, unasked_changes
+from agentflow.engine.chat_template import ChatMessage, ToolSpec, called_since_request
+from agentflow.engine.tool_priors import step_bonuses
+from agentflow.engine.tool_similarity import WordVectors
 
 ID = {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}
 STOP = ToolSpec("stopPurchase", "Stop an order before shipping", ID)
@@ -69,3 +71,44 @@ def test_tools_of_a_kind_the_request_does_not_name_misfit() -> None:
 def test_argument_fit_counts_the_misfit() -> None:
     fit = argument_fit("hey, so can you void 740991? and send a confirmation", [STOP, REFUND, FIND])
     assert fit == {"stopPurchase": 0.0, "refund_order_purchase": -1.0, "find_order": 0.0}
+
+
+def test_a_change_asked_for_and_not_made_yet_is_owed() -> None:
+    request = "Refund everything on order 4604 because it defective"
+    assert owes_change(request, TOOLS, ["find_order"])  # looked up: the refund is owed
+    assert not owes_change(request, TOOLS, ["find_order", "refund_order_purchase"])
+    assert not owes_change("where is order 4604?", TOOLS, ["find_order"])  # nothing asked
+    # a called tool that changes state in a way no kind names: what it did is unknown
+    mystery = ToolSpec("apply_order", "", ID)
+    assert not owes_change(request, [*TOOLS, mystery], ["apply_order"])
+
+
+def test_after_a_look_up_calling_gets_the_answer_bonus(vectors: WordVectors) -> None:
+    request = "Refund everything on order 4604 because it defective"
+    owed = step_bonuses(
+        request,
+        TOOLS,
+        relevance_weight=0,
+        similarity_weight=0,
+        answer_bonus=8.0,
+        vectors=vectors,
+        called=["find_order"],
+    )
+    assert owed.keys == {"tool_calls": 8.0, "final": 0.0}
+    done = step_bonuses(
+        request,
+        TOOLS,
+        relevance_weight=0,
+        similarity_weight=0,
+        answer_bonus=8.0,
+        vectors=vectors,
+        called=["find_order", "refund_order_purchase"],
+    )
+    assert done.keys == {}
+
+
+def test_the_tools_called_since_the_request() -> None:
+    asked = [ChatMessage("user", "refund 4604"), ChatMessage("assistant", "{}")]
+    looked = [*asked, ChatMessage("tool", "{}", name="find_order")]
+    assert called_since_request(asked[:1]) is None
+    assert called_since_request(looked) == ["find_order"]
