@@ -85,26 +85,13 @@ def test_a_change_asked_for_and_not_made_yet_is_owed() -> None:
 
 def test_after_a_look_up_calling_gets_the_answer_bonus(vectors: WordVectors) -> None:
     request = "Refund everything on order 4604 because it defective"
-    owed = step_bonuses(
-        request,
-        TOOLS,
-        relevance_weight=0,
-        similarity_weight=0,
-        answer_bonus=8.0,
-        vectors=vectors,
-        called=["find_order"],
-    )
-    assert owed.keys == {"tool_calls": 8.0, "final": 0.0}
-    done = step_bonuses(
-        request,
-        TOOLS,
-        relevance_weight=0,
-        similarity_weight=0,
-        answer_bonus=8.0,
-        vectors=vectors,
-        called=["find_order", "refund_order_purchase"],
-    )
-    assert done.keys == {}
+
+    def keys(*called: str) -> dict[str, float]:
+        weights = {"relevance_weight": 0.0, "similarity_weight": 0.0, "answer_bonus": 8.0}
+        return step_bonuses(request, TOOLS, vectors=vectors, called=list(called), **weights).keys
+
+    assert keys("find_order") == {"tool_calls": 8.0, "final": 0.0}
+    assert keys("find_order", "refund_order_purchase") == {}
 
 
 def test_the_tools_called_since_the_request() -> None:
