@@ -61,29 +61,11 @@ REQUEST_CHANGE_WORDS = (CHANGE_VERBS - {"new"}) | frozenset(
 _NOT_CHANGE = frozenset(["news", "delivery", "deliveries"])
 #: Words that name a state a clause asks about, whatever its form.
 STATE_WORDS = frozenset(["status", "news", "info", "information", "details", "tracking"])
-#: Words that open a question.
-QUESTION_WORDS = frozenset(
-    [
-        "how",
-        "what",
-        "where",
-        "when",
-        "which",
-        "who",
-        "whose",
-        "whether",
-        "is",
-        "are",
-        "was",
-        "were",
-        "do",
-        "does",
-        "did",
-        "any",
-        "has",
-        "have",
-    ]
+_QUESTION_TEXT = (
+    "how what where when which who whose whether is are was were do does did any has have"
 )
+#: Words that open a question.
+QUESTION_WORDS = frozenset(_QUESTION_TEXT.split())
 #: Verbs that make a question a request ("can you void 6194?").
 MODAL_VERBS = frozenset(["can", "could", "would", "will", "may", "might", "shall", "should"])
 
