@@ -56,12 +56,15 @@ _SEARCHED = re.compile(
 )
 _CHATTER = re.compile(r"\s+(?:limit\b|-|thanks|please|asap|as soon|ok\b|it's)", re.IGNORECASE)
 _PROPER = re.compile(r"(?<=\s)[A-Z][a-z]{2,}\b")
+#: A clause that gives a reason for the one before it ("since it was delivered late"):
+#: no request of its own whatever member it names (:mod:`.request_parts`), and no
+#: place ("since it was broken *on arrival*").
+DEPENDENT = re.compile(r"(?:since|because|as|due to|reason:)\b", re.IGNORECASE)
+#: Thanks name no place either ("thanks for *waiting*").
+_THANKS = re.compile(r"(?:thanks|thank|sorry)\b", re.IGNORECASE)
 #: A plain word where a machine or a thing stands: after *on*, *from*, *at* or *for*
 #: ("disk space on *cache*", "read postgres logs from *db*", "free space check for
 #: *build*").
-#: A clause giving a reason ("since it was broken *on arrival*") or thanks ("thanks for
-#: *waiting*") names no place.
-_NO_PLACE = re.compile(r"(?:since|because|as|due to|reason:|thanks|thank|sorry)\b", re.I)
 _PLACE = re.compile(r"\b(?:on|from|at|for)\s+([a-z][a-z0-9-]*)(?![\w@-])(?!\.\w)", re.IGNORECASE)
 #: A question of at most three words whose first is capitalised: "Lisbon weather?".
 _NAME_QUESTION = re.compile(r"^([A-Z][a-z]{2,})(?:\s+\S+){0,2}\?$")
@@ -140,10 +143,11 @@ def clause_values(clause: str) -> list[str]:
     words = [n for n in names if n and n.lower() not in _NOT_NAMES]
     words += [_CHATTER.split(t)[0].strip() for t in _SEARCHED.findall(bare)]
     words += _PROPER.findall(bare)
-    if not words and not _NO_PLACE.match(bare.strip()):  # a place, when nothing names more
+    said = bare.strip()
+    if not words and not DEPENDENT.match(said) and not _THANKS.match(said):  # a place, at last
         words += [w for w in _PLACE.findall(bare) if w.lower() not in STOP_WORDS | _NOT_NAMES]
     if not words:  # "Lisbon weather?": a short question led by a name
-        asked = _CHATTER.split(bare.strip())[0].strip().rstrip(".,;")
+        asked = _CHATTER.split(said)[0].strip().rstrip(".,;")
         led = _NAME_QUESTION.match(asked)
         if led and led.group(1).lower() not in _QUESTION_WORDS:
             words.append(led.group(1))

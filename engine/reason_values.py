@@ -33,7 +33,7 @@ from typing import Any
 from .call_coverage import action_calls, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
-from .tool_relevance import STOP_WORDS, names_member
+from .tool_relevance import STOP_WORDS, identifier_words, names_member
 
 #: The words that name a parameter for a reason.
 REASON_WORDS = frozenset({"reason", "reasons", "why", "cause"})
@@ -57,7 +57,6 @@ _COMPLAINT = re.compile(
 )
 #: The most words such a complaint's reason may have.
 MAX_COMPLAINT_WORDS = 6
-_CAMEL = re.compile(r"([a-z0-9])([A-Z])")
 _LETTERS = re.compile(r"[a-z]+")
 
 
@@ -141,9 +140,10 @@ def reason_parameter(tool: ToolSpec) -> tuple[str, tuple[str, ...] | None] | Non
         plain = _plain_string(spec)
         if plain is None:
             continue
-        spaced = _CAMEL.sub(r"\1 \2", name)
-        described = f"{spaced} {plain.get('description') or ''}".lower()
-        if REASON_WORDS & set(_LETTERS.findall(described)):
+        described = identifier_words(name) + _LETTERS.findall(
+            (plain.get("description") or "").lower()
+        )
+        if REASON_WORDS & set(described):
             members = plain.get("enum")
             if members is None:
                 return name, None

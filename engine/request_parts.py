@@ -26,13 +26,13 @@ step's schema, the message is decoded whole, as without the split.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
 from .call_coverage import (
+    DEPENDENT,
     action_calls,
     call_values,
     clause_values,
@@ -43,10 +43,6 @@ from .call_coverage import (
 )
 from .near_copies import is_near_copy
 from .tool_relevance import QUOTED, enum_members, names_member, schema_nodes
-
-#: A clause that gives a reason for the one before it ("since it was delivered
-#: late"): no request of its own, whatever member it names.
-_DEPENDENT = re.compile(r"(?:since|because|as|due to|reason:)\b", re.IGNORECASE)
 
 #: A message of more parts than this is decoded whole: that many requests in one
 #: message are rare, and each part is one more row of the batch.
@@ -94,7 +90,7 @@ def request_parts(request: str, members: Set[str] = frozenset()) -> list[str]:
     for clause in clauses(request):
         start = request.find(clause, position)
         position = start + len(clause)
-        if not clause_values(clause) and (_DEPENDENT.match(clause) or not _named(clause, members)):
+        if not clause_values(clause) and (DEPENDENT.match(clause) or not _named(clause, members)):
             continue
         if seen_values:
             cuts.append(start)
