@@ -30,6 +30,9 @@ morning." or "asap please" holds none and counts for no tool):
 - a count in the clause ("we need 43 etcd pods", "just 349 lines": a number,
   not one naming a thing, before a plural noun, a word between them allowed)
   while the tool has no numeric parameter and no array parameter to take it;
+- a clause naming a thing (an order, an invoice, a shipment: "I want to know
+  about my purchase 588450", "tracking info for ORD-15237") that the tool, about
+  another, does not serve (:mod:`.asked_objects`);
 - a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
   gw-eu, edge-prod4 & mail-prod", "db20 & proxy-qa"; the value-like items of a
   :func:`~.listed_values.request_lists` list, so that "customer C-9520, use
@@ -57,6 +60,7 @@ from collections.abc import Mapping, Sequence, Set
 from typing import Any, Protocol
 
 from .asked_changes import unasked_changes
+from .asked_objects import asked_objects, serves_other_objects
 from .call_coverage import clause_values, clauses
 from .listed_values import request_lists
 from .read_only_requests import changing_tools
@@ -137,12 +141,14 @@ def misfits(
     listed: int = 0,
     counted: bool = False,
     account: bool = False,
+    objects: Set[str] = frozenset(),
 ) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
     ``values`` (the values of one clause); those in ``ids`` are ids whatever
     their shape, ``listed`` is the length of the longest list the clause gives,
-    ``counted`` says whether it gives a count (:func:`gives_count`) and
-    ``account`` whether it names an account's id (:func:`names_account`)."""
+    ``counted`` says whether it gives a count (:func:`gives_count`),
+    ``account`` whether it names an account's id (:func:`names_account`) and
+    ``objects`` are the kinds of thing it names (:mod:`.asked_objects`)."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
     kinds = ["text" if v in ids else value_kind(v) for v in values]
@@ -180,6 +186,8 @@ def misfits(
         and not _other_strings(properties)
     ):
         count += 1
+    if serves_other_objects(tool, objects):
+        count += 1
     return count
 
 
@@ -193,7 +201,7 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     lists = request_lists(request)
     ids = named_numbers(request)
     parts = [
-        (v, _longest_list(c, lists), gives_count(c, ids), names_account(c))
+        (v, _longest_list(c, lists), gives_count(c, ids), names_account(c), asked_objects(c))
         for c in clauses(request)
         if (v := clause_values(c))
     ]
@@ -202,8 +210,9 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     return {
         t.name: float(
             -min(
-                misfits(t, v, ids, listed, counted, account)
-                for v, listed, counted, account in parts or [([], 0, False, False)]
+                misfits(t, v, ids, listed, counted, account, objects)
+                for v, listed, counted, account, objects in parts
+                or [([], 0, False, False, frozenset())]
             )
             - (t.name in changing)
             - (t.name in unasked)

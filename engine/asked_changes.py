@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from .read_only_requests import changes_state
-from .tool_relevance import QUOTED, DescribedTool, identifier_words, same_word
+from .tool_relevance import QUOTED, DescribedTool, identifier_words, letters_swapped, same_word
 
 _KINDS_TEXT = {
     "cancel": "cancel void stop abort halt terminate kill",
@@ -89,14 +89,6 @@ def _kinds(words: Iterable[str]) -> set[str]:
     for word in words:
         word = word.lower()
         for kind, verbs in CHANGE_KINDS.items():
-            if any(same_word(word, verb) or _swapped(word, verb) for verb in verbs):
+            if any(same_word(word, verb) or letters_swapped(word, verb) for verb in verbs):
                 found.add(kind)
     return found
-
-
-def _swapped(written: str, word: str) -> bool:
-    """True when ``written`` is ``word`` with its letters after the first in another
-    order ("canecl", "bcak"): a typo, for words of four letters or more."""
-    return (
-        len(written) == len(word) >= 4 and written[0] == word[0] and sorted(written) == sorted(word)
-    )

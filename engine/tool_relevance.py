@@ -89,6 +89,14 @@ def same_word(a: str, b: str) -> bool:
     return len(short) >= 6 and short[:6] == long[:6]
 
 
+def letters_swapped(written: str, word: str) -> bool:
+    """True when ``written`` is ``word`` with its letters after the first in another
+    order ("canecl", "odrer", "tracknig"): a typo, for words of four letters or more."""
+    return (
+        len(written) == len(word) >= 4 and written[0] == word[0] and sorted(written) == sorted(word)
+    )
+
+
 def request_words(text: str) -> list[str]:
     """:func:`words` of a request, without its quoted text and value-like tokens
     (``web-prod-03``, ``a@b.io``, ``INV-2025``): those are arguments, not what the
