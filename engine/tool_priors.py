@@ -27,6 +27,7 @@ from typing import Any
 
 from .argument_fit import ToolWithSchema, fit_bonuses
 from .asked_changes import owes_change
+from .call_coverage import request_values
 from .tool_ranker import ToolRanker
 from .tool_relevance import DescribedTool, as_bonuses, check_weight, holds_values, relevance
 from .tool_similarity import WordVectors, centred, cosines
@@ -125,8 +126,10 @@ def step_bonuses(
 
 def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVectors) -> bool:
     """True when ``request`` looks like one no listed tool serves ("thanks, bye",
-    "what's the capital of France?"): it quotes nothing and holds no value-like
-    token (an id, a host, an e-mail, a number), shares no word with any tool
+    "tell me a joke"): it quotes nothing and holds no value-like
+    token (an id, a host, an e-mail, a number) and no value a clause holds in
+    words (:func:`~.call_coverage.request_values`: "how warm is it in *Oslo*"
+    names a place a tool can take, whatever its words), shares no word with any tool
     (:func:`~.tool_relevance.relevance`) and comes within ``NO_TOOL_SIMILARITY`` of
     none in meaning; False when no tool is listed."""
     if not tools:
@@ -135,6 +138,6 @@ def serves_no_tool(request: str, tools: Sequence[DescribedTool], vectors: WordVe
 
 
 def _no_tool(request: str, overlap: dict[str, float], found: list[float] | None) -> bool:
-    if holds_values(request) or any(overlap.values()):
+    if holds_values(request) or any(overlap.values()) or request_values(request):
         return False
     return found is None or max(found) < NO_TOOL_SIMILARITY

@@ -50,7 +50,9 @@ def test_a_step_adds_the_word_overlap_and_the_similarity_bonuses(vectors: WordVe
         ("thanks, bye", True),
         ("ok thank you so much", True),
         ("can you order me a pizza", False),  # "order" is in two tools' descriptions
-        ("what's the capital of France?", True),
+        ("tell me a joke", True),
+        ("what's the capital of France?", False),  # a name: a value a tool could take
+        ("how warm is it in Oslo right now", False),
         ("my parcel hasn't arrived, where is it?", False),  # close to locate_shipment
         ("bye, and refund 12.50 please", False),  # a value: something to call with
         ('bye "hi"', False),  # quoted text is an argument too
