@@ -39,7 +39,8 @@ from .tool_relevance import STOP_WORDS, is_value_like
 #: "restart worker-eu5 and cache-dev" it joins a list.
 _SPLITS = re.compile(
     r"(?<=[.?!;])\s+|\n+"
-    r"|,?\s+(?:and then|and also|and after that|as well as|after that|plus|also|then)\s+"
+    r"|,?\s+(?:-\s+)?(?:and then|and also|and after that|as well as|after that|plus|also|then)"
+    r"[,:]?\s+"
     r"|,\s+and\s+"
     r"|\s+(?:and|&)\s+(?=(\S+))"
 )
