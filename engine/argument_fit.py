@@ -33,6 +33,12 @@ morning." or "asap please" holds none and counts for no tool):
 - a clause naming a thing (an order, an invoice, a shipment: "I want to know
   about my purchase 588450", "tracking info for ORD-15237") that the tool, about
   another, does not serve (:mod:`.asked_objects`);
+- a clause whose values are members of a listed tool's ``enum`` and quoted
+  text ('log a sev1 for "Mobile app crashes"') while the tool's enums hold
+  none of those members: the log reader has no slot for a severity;
+- a postal address in the clause ("can 2470 be redirected to 40 Cedar Ave,
+  Berlin 98686?") while the tool's name, description and parameter names say
+  no *address*, *street* or *destination*;
 - a list of ``MIN_LIST_ITEMS`` values or more in the clause ("restart hosts
   gw-eu, edge-prod4 & mail-prod", "db20 & proxy-qa"; the value-like items of a
   :func:`~.listed_values.request_lists` list, so that "customer C-9520, use
@@ -64,7 +70,16 @@ from .asked_objects import asked_objects, serves_other_objects
 from .call_coverage import clause_values, clauses
 from .listed_values import request_lists
 from .read_only_requests import changing_tools
-from .tool_relevance import QUOTED, as_bonuses, is_value_like, request_words, same_word, words
+from .tool_relevance import (
+    QUOTED,
+    as_bonuses,
+    enum_members,
+    is_value_like,
+    request_words,
+    same_word,
+    schema_nodes,
+    words,
+)
 
 #: Log-space penalty per misfit: ``EmbeddedModel``'s default (``agentflow eval
 #: --argument-fit`` is off unless given).
@@ -109,6 +124,16 @@ _NAMED_NUMBER = re.compile(
 )
 
 
+#: A postal address: a number and one to four words of a street, a comma, a town
+#: (one to three words) and a postcode of four to six digits.
+_ADDRESS = re.compile(
+    r"(?<![\w.-])\d{1,5}\s+[A-Za-z][\w.'-]*(?:\s+[A-Za-z][\w.'-]*){0,3},\s*"
+    r"[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,2}\s+\d{4,6}\b"
+)
+#: The words that say a tool takes a postal address.
+ADDRESS_WORDS = frozenset({"address", "street", "destination"})
+
+
 class ToolWithSchema(Protocol):
     """What argument fit reads of a tool (``ToolSpec`` has all three)."""
 
@@ -142,13 +167,17 @@ def misfits(
     counted: bool = False,
     account: bool = False,
     objects: Set[str] = frozenset(),
+    members: Set[str] = frozenset(),
+    address: bool = False,
 ) -> int:
     """How many of the rules in this module's docstring ``tool`` breaks against
     ``values`` (the values of one clause); those in ``ids`` are ids whatever
     their shape, ``listed`` is the length of the longest list the clause gives,
     ``counted`` says whether it gives a count (:func:`gives_count`),
     ``account`` whether it names an account's id (:func:`names_account`) and
-    ``objects`` are the kinds of thing it names (:mod:`.asked_objects`)."""
+    ``objects`` are the kinds of thing it names (:mod:`.asked_objects`) and
+    ``members`` its values that some listed tool's ``enum`` holds (lower-cased);
+    ``address`` says whether it gives a postal address (:func:`gives_address`)."""
     properties = tool.parameters.get("properties") or {}
     required = tool.parameters.get("required") or []
     kinds = ["text" if v in ids else value_kind(v) for v in values]
@@ -188,6 +217,10 @@ def misfits(
         count += 1
     if serves_other_objects(tool, objects):
         count += 1
+    if members - enum_members(tool.parameters):
+        count += 1
+    if address and not _takes_address(tool):
+        count += 1
     return count
 
 
@@ -200,8 +233,17 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     (:mod:`.asked_changes`)."""
     lists = request_lists(request)
     ids = named_numbers(request)
+    listed = set().union(*(enum_members(t.parameters) for t in tools))
     parts = [
-        (v, _longest_list(c, lists), gives_count(c, ids), names_account(c), asked_objects(c))
+        (
+            v,
+            _longest_list(c, lists),
+            gives_count(c, ids),
+            names_account(c),
+            asked_objects(c),
+            _named_members(c, v, listed),
+            gives_address(c),
+        )
         for c in clauses(request)
         if (v := clause_values(c))
     ]
@@ -210,15 +252,43 @@ def argument_fit(request: str, tools: Sequence[ToolWithSchema]) -> dict[str, flo
     return {
         t.name: float(
             -min(
-                misfits(t, v, ids, listed, counted, account, objects)
-                for v, listed, counted, account, objects in parts
-                or [([], 0, False, False, frozenset())]
+                misfits(t, v, ids, longest, counted, account, objects, members, address)
+                for v, longest, counted, account, objects, members, address in parts
+                or [([], 0, False, False, frozenset(), frozenset(), False)]
             )
             - (t.name in changing)
             - (t.name in unasked)
         )
         for t in tools
     }
+
+
+def gives_address(clause: str) -> bool:
+    """True when ``clause`` gives a postal address outside quotes: a number and a
+    street's words, a comma, a town and a postcode ("40 Cedar Ave, Berlin 98686")."""
+    return _ADDRESS.search(QUOTED.sub(" ", clause)) is not None
+
+
+def _takes_address(tool: ToolWithSchema) -> bool:
+    """True when ``tool``'s name, description or a parameter's name anywhere in its
+    schema says *address*, *street* or *destination*."""
+    said = set(words(tool.name)) | set(words(tool.description or ""))
+    for node in schema_nodes(tool.parameters):
+        for name in node.get("properties") or {}:
+            said |= set(words(name))
+    return bool(said & ADDRESS_WORDS)
+
+
+def _named_members(clause: str, values: Sequence[str], listed: Set[str]) -> set[str]:
+    """The ``values`` of ``clause`` that are members of a listed ``enum`` (``listed``,
+    lower-cased), where every other value is quoted text ("log a sev1 for "Mobile
+    app crashes""): a clause with more values may hold two requests, whose member
+    one tool takes and whose other values another."""
+    quoted = {q[1:-1] for q in QUOTED.findall(clause)}
+    named = {v.lower() for v in values} & listed
+    if all(v.lower() in named or v in quoted for v in values):
+        return named
+    return set()
 
 
 def _plain_strings(required: Sequence[str], properties: Mapping[str, Any]) -> bool:

@@ -9,6 +9,7 @@ import pytest
 from agentflow.engine.argument_fit import (
     argument_fit,
     fit_bonuses,
+    gives_address,
     gives_count,
     misfits,
     named_numbers,
@@ -239,3 +240,51 @@ def test_an_email_and_an_account_id_misfit_a_tool_with_no_slot_for_the_id() -> N
 )
 def test_an_account_id_is_named_as_one(clause: str, named: bool) -> None:
     assert names_account(clause) is named
+
+
+SEVERITY = {"type": "string", "enum": ["sev1", "sev2", "sev3", "sev4"]}
+RAISE = tool("raise_incident", "Page on-call for an outage", {"name": STRING, "level": SEVERITY})
+READ_LOGS = tool("show_logs", "Read the logs of a service", {"machine": STRING, "name": STRING})
+ROLE = {"type": "string", "enum": ["viewer", "editor", "admin"]}
+ASSIGN = tool("assign_role", "Assign a role", {"account": STRING, "group": ROLE})
+
+
+def test_a_member_of_another_tools_enum_misfits_a_tool_without_it() -> None:
+    request = 'Log a sev1 for "Mobile app crashes on start"'
+    assert argument_fit(request, [RAISE, READ_LOGS]) == {"raise_incident": 0.0, "show_logs": -1.0}
+    # A clause with other values may hold a second request: the member alone says nothing.
+    both = 'log a sev4 for "Disk full" and restart nginx on web-1'
+    assert argument_fit(both, [RAISE, READ_LOGS]) == {"raise_incident": 0.0, "show_logs": 0.0}
+    # A member no listed tool takes is an ordinary value.
+    assert argument_fit("ycosta needs viewer rights", [RAISE, READ_LOGS]) == {
+        "raise_incident": 0.0,
+        "show_logs": 0.0,
+    }
+    assert argument_fit("ycosta needs viewer rights", [RAISE, ASSIGN])["assign_role"] == 0.0
+
+
+ADDRESS = {
+    "type": "object",
+    "properties": {"street": STRING, "city": STRING, "zip": STRING},
+    "required": ["street", "city", "zip"],
+}
+REDIRECT = tool("fix_address", "", {"id": STRING, "shipping_address": ADDRESS})
+
+
+@pytest.mark.parametrize(
+    ("clause", "given"),
+    [
+        ("Can 2470 be redirected to 40 Cedar Ave, Berlin 98686?", True),
+        ("new delivery address for 1688: 136 Elm St, New York 10001", True),
+        ("refund 40 EUR, order 12345", False),
+        ("restart web-1, web-2 and db 12345", False),
+        ('note "40 Cedar Ave, Berlin 98686" for later', False),  # quoted: a message's text
+    ],
+)
+def test_a_postal_address_is_a_street_a_town_and_a_postcode(clause: str, given: bool) -> None:
+    assert gives_address(clause) is given
+
+
+def test_an_address_misfits_a_tool_that_takes_none() -> None:
+    request = "Can 2470 be redirected to 40 Cedar Ave, Berlin 98686?"
+    assert argument_fit(request, [REDIRECT, SCALE]) == {"fix_address": 0.0, "set_workers": -1.0}
