@@ -1,9 +1,11 @@
 """Optional arguments the model filled with values nobody gave.
 
 The model fills optional parameters it was not asked about: ``"max_retries":
-383749``, ``"timeout": 14``, ``"region": "urgent"``. A required argument must
-stay whatever its value, and an enum is a choice the schema already bounds; but
-an optional string or number the conversation holds nowhere as a whole word
+383749``, ``"timeout": 14``, ``"region": "urgent"``, a ticket's ``"level":
+"high"`` for "ticket please: "Disk full on web-qa"". A required argument must
+stay whatever its value, and so must a reason's member, which is read from a
+phrase ("ordered by mistake" is ``other``); but an optional string, number or
+``enum`` member the conversation holds nowhere as a whole word
 (``3`` is no word of "INV-2023-5427") was made up, and so was one that repeats
 a required argument of its call (a ticket's title as its ``locale`` too): a
 value said once fills one slot, and so was a string in a slot named for an
@@ -24,6 +26,7 @@ from typing import Any
 from .call_coverage import action_calls, as_said, conversation_text, says, with_calls
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
+from .reason_values import reason_parameter, request_reasons
 from .slot_kinds import is_of_kind, slot_kind
 from .tool_relevance import STOP_WORDS
 
@@ -40,13 +43,15 @@ def without_made_up_options(
     holds no request, or the action left breaks ``schema``).
 
     A made-up option is a top-level argument that its tool (in ``tools``) does not
-    require and does not bound to an ``enum`` or ``const``, whose value is a string
+    require, is no ``const`` and not the tool's reason (nor any ``enum`` where the
+    request gives a reason: :func:`~.reason_values.request_reasons`), whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
     (:func:`~.call_coverage.says`), a list of strings none of which it holds, a
     value a required argument of the call holds, a string of another kind than
     the one its slot is named for, or a word the request says only as chatter
-    (``"region": "urgent"`` for "it's kind of urgent"). After a tool result (``messages`` not ending
+    (``"region": "urgent"`` for "it's kind of urgent"; not an ``enum`` member:
+    "mark it urgent" says it). After a tool result (``messages`` not ending
     with the request), a string or number it does not hold may be the model's
     reading of the result, and is kept."""
     calls = action_calls(text)
@@ -57,6 +62,9 @@ def without_made_up_options(
     # "changed my mind"): only repeats, lists and values of another kind are read
     after_request = messages[-1].role == "user"
     free = {tool.name: _free_options(tool) for tool in tools}
+    # a reason's member is read from its phrase ("ordered by mistake" is "other"),
+    # whatever its parameter is named: no enum is made up where the request gives one
+    bounded_by_reason = bool(request_reasons(messages[-1].content)) if after_request else False
     specs = {tool.name: (tool.parameters or {}).get("properties") or {} for tool in tools}
     dropped: list[str] = []
     kept_calls = []
@@ -69,11 +77,19 @@ def without_made_up_options(
         for name, value in arguments.items():
             options = free.get(call.get("name"), set())
             spec = specs.get(call.get("name"), {}).get(name)
-            if name in options and (
-                _made_up(value, said, strings=after_request)
-                or (after_request and _chatter(value, messages[-1].content))
-                or _repeats(value, arguments, options)
-                or _wrong_kind(name, value, spec)
+            if (
+                name in options
+                and not (bounded_by_reason and _bounded(spec))
+                and (
+                    _made_up(value, said, strings=after_request)
+                    or (
+                        after_request
+                        and not _bounded(spec)
+                        and _chatter(value, messages[-1].content)
+                    )
+                    or _repeats(value, arguments, options)
+                    or _wrong_kind(name, value, spec)
+                )
             ):
                 dropped.append(f"{call.get('name')}.{name}")
             else:
@@ -84,14 +100,24 @@ def without_made_up_options(
 
 
 def _free_options(tool: ToolSpec) -> set[str]:
-    """The parameters of ``tool`` that are neither required nor bounded to a list."""
+    """The parameters of ``tool`` that are not required, not a ``const`` and not the
+    tool's reason (:func:`~.reason_values.reason_parameter`: a reason's member is
+    read from a phrase, "ordered by mistake" is ``other``)."""
     parameters = tool.parameters or {}
     required = set(parameters.get("required", ()))
+    reason = reason_parameter(tool)
     return {
         name
         for name, spec in parameters.get("properties", {}).items()
-        if name not in required and not ({"enum", "const"} & set(spec))
+        if name not in required and "const" not in spec and (reason is None or reason[0] != name)
     }
+
+
+def _bounded(spec: Any) -> bool:
+    """True for a parameter ``spec`` bounded to an ``enum`` (alone or as a branch)."""
+    if not isinstance(spec, Mapping):
+        return False
+    return "enum" in spec or any(_bounded(b) for b in spec.get("anyOf", ()))
 
 
 def _made_up(value: Any, said: str, *, strings: bool = True) -> bool:

@@ -45,8 +45,8 @@ def test_optional_values_nobody_gave_are_dropped() -> None:
     )
 
 
-def test_required_enum_boolean_and_given_values_stay() -> None:
-    text = action(name="redis", version="9.9", env="prod", dry_run=True, max_retries=3.0)
+def test_required_boolean_and_given_values_stay() -> None:
+    text = action(name="redis", version="9.9", env="dev", dry_run=True, max_retries=3.0)
     asked_for = asked("put kafka 1.5.4 on dev, 3 tries, please")
     assert without_made_up_options(text, asked_for, [DEPLOY]) is None
     from_instructions = action(name="kafka", version="1.5.4", region="eu-west")
@@ -170,3 +170,27 @@ def test_a_word_said_only_as_chatter_is_made_up() -> None:
     # said on its own, it is a value
     for meant in ("put kafka 1.5.4 (urgent)", "put kafka 1.5.4, region urgent"):
         assert without_made_up_options(text, asked(meant), [DEPLOY]) is None
+
+
+def test_an_enum_member_nobody_said_is_made_up_but_a_reasons_member_is_read() -> None:
+    # "prod" is a member the schema allows, and nobody asked for it.
+    text = action(name="kafka", version="1.5.4", env="prod")
+    found = without_made_up_options(text, asked("put kafka 1.5.4 out"), [DEPLOY])
+    assert found == (action(name="kafka", version="1.5.4"), ["roll_out.env"])
+    assert without_made_up_options(text, asked("put kafka 1.5.4 on prod"), [DEPLOY]) is None
+    # A reason's member is read from its phrase, whatever the parameter is named.
+    why = {"type": "string", "enum": ["damaged", "late", "other"]}
+    for name in ("why", "note"):
+        refund = ToolSpec(
+            "refund",
+            "",
+            {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, name: why},
+                "required": ["id"],
+            },
+        )
+        call = {"name": "refund", "arguments": {"id": "A1", name: "other"}}
+        text = json.dumps({"tool_calls": [call]})
+        request = asked("refund A1 because it was ordered by mistake")
+        assert without_made_up_options(text, request, [refund]) is None
