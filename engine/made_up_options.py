@@ -43,7 +43,7 @@ def without_made_up_options(
     holds no request, or the action left breaks ``schema``).
 
     A made-up option is a top-level argument that its tool (in ``tools``) does not
-    require, is no ``const`` and not the tool's reason (nor any ``enum`` where the
+    require, is no ``const`` and not the tool's ``enum`` reason (nor any ``enum`` where the
     request gives a reason: :func:`~.reason_values.request_reasons`), whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
@@ -101,15 +101,17 @@ def without_made_up_options(
 
 def _free_options(tool: ToolSpec) -> set[str]:
     """The parameters of ``tool`` that are not required, not a ``const`` and not the
-    tool's reason (:func:`~.reason_values.reason_parameter`: a reason's member is
-    read from a phrase, "ordered by mistake" is ``other``)."""
+    tool's reason where it is an ``enum`` (:func:`~.reason_values.reason_parameter`:
+    a reason's member is read from a phrase, "ordered by mistake" is ``other``; a
+    free string reason the conversation does not hold is made up like any other)."""
     parameters = tool.parameters or {}
     required = set(parameters.get("required", ()))
     reason = reason_parameter(tool)
+    read_from_phrase = reason[0] if reason is not None and reason[1] is not None else None
     return {
         name
         for name, spec in parameters.get("properties", {}).items()
-        if name not in required and "const" not in spec and (reason is None or reason[0] != name)
+        if name not in required and "const" not in spec and name != read_from_phrase
     }
 
 

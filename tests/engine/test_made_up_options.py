@@ -194,3 +194,20 @@ def test_an_enum_member_nobody_said_is_made_up_but_a_reasons_member_is_read() ->
         text = json.dumps({"tool_calls": [call]})
         request = asked("refund A1 because it was ordered by mistake")
         assert without_made_up_options(text, request, [refund]) is None
+
+
+def test_a_free_string_reason_nobody_gave_is_made_up() -> None:
+    refund = ToolSpec(
+        "refund",
+        "",
+        {
+            "type": "object",
+            "properties": {"id": {"type": "string"}, "why": {"type": "string"}},
+            "required": ["id"],
+        },
+    )
+    call = {"name": "refund", "arguments": {"id": "5578", "why": "city"}}
+    found = without_made_up_options(
+        json.dumps({"tool_calls": [call]}), asked("refund my purchase 5578"), [refund]
+    )
+    assert found is not None and found[1] == ["refund.why"]
