@@ -101,17 +101,21 @@ def without_made_up_options(
 
 def _free_options(tool: ToolSpec) -> set[str]:
     """The parameters of ``tool`` that are not required, not a ``const`` and not the
-    tool's reason where it is an ``enum`` (:func:`~.reason_values.reason_parameter`:
-    a reason's member is read from a phrase, "ordered by mistake" is ``other``; a
-    free string reason the conversation does not hold is made up like any other)."""
+    tool's reason written as a plain ``enum`` (:func:`~.reason_values.reason_parameter`:
+    a reason's member is read from a phrase, "ordered by mistake" is ``other``, and
+    the phrases are more than :func:`~.reason_values.request_reasons` reads: "(not
+    what I ordered)"). A free string reason nobody gave is made up like any other,
+    and so is an optional reason (``anyOf`` with ``null``) where the request gives
+    no reason, as before."""
     parameters = tool.parameters or {}
     required = set(parameters.get("required", ()))
     reason = reason_parameter(tool)
-    read_from_phrase = reason[0] if reason is not None and reason[1] is not None else None
     return {
         name
         for name, spec in parameters.get("properties", {}).items()
-        if name not in required and "const" not in spec and name != read_from_phrase
+        if name not in required
+        and "const" not in spec
+        and not (reason is not None and reason[0] == name and "enum" in spec)
     }
 
 
