@@ -23,7 +23,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .call_coverage import action_calls, as_said, conversation_text, says, with_calls
+from .call_coverage import (
+    DEPENDENT,
+    action_calls,
+    as_said,
+    call_values,
+    clauses,
+    conversation_text,
+    says,
+    with_calls,
+)
 from .chat_template import ChatMessage, ToolSpec
 from .constraints.copy_choices import CHATTER_WORDS
 from .reason_values import reason_parameter, request_reasons
@@ -43,8 +52,9 @@ def without_made_up_options(
     holds no request, or the action left breaks ``schema``).
 
     A made-up option is a top-level argument that its tool (in ``tools``) does not
-    require, is no ``const`` and not the tool's ``enum`` reason (nor any ``enum`` where the
-    request gives a reason: :func:`~.reason_values.request_reasons`), whose value is a string
+    require, is no ``const`` and not the tool's ``enum`` reason (nor any ``enum`` of a
+    call for a clause that gives a reason: :func:`~.reason_values.request_reasons`),
+    whose value is a string
     or a number (not a boolean) that the conversation (``instructions`` and the
     messages' text, case aside) holds nowhere as a whole word
     (:func:`~.call_coverage.says`), a list of strings none of which it holds, a
@@ -63,8 +73,9 @@ def without_made_up_options(
     after_request = messages[-1].role == "user"
     free = {tool.name: _free_options(tool) for tool in tools}
     # a reason's member is read from its phrase ("ordered by mistake" is "other"),
-    # whatever its parameter is named: no enum is made up where the request gives one
-    bounded_by_reason = bool(request_reasons(messages[-1].content)) if after_request else False
+    # whatever its parameter is named: no enum of a call for a clause that gives a
+    # reason is made up
+    reasons = _reason_clauses(messages[-1].content) if after_request else []
     specs = {tool.name: (tool.parameters or {}).get("properties") or {} for tool in tools}
     dropped: list[str] = []
     kept_calls = []
@@ -74,12 +85,13 @@ def without_made_up_options(
             kept_calls.append(call)
             continue
         kept = {}
+        for_reason = _serves(call, reasons)
         for name, value in arguments.items():
             options = free.get(call.get("name"), set())
             spec = specs.get(call.get("name"), {}).get(name)
             if (
                 name in options
-                and not (bounded_by_reason and _bounded(spec))
+                and not (for_reason and _bounded(spec))
                 and (
                     _made_up(value, said, strings=after_request)
                     or (
@@ -97,6 +109,24 @@ def without_made_up_options(
         kept_calls.append({**call, "arguments": kept})
     action = with_calls(text, kept_calls, schema) if dropped else None
     return None if action is None else (action, dropped)
+
+
+def _reason_clauses(request: str) -> list[str]:
+    """The clauses of ``request`` (lower-cased) that give a reason, a clause that only
+    gives one ("… for WB6535? SINCE IT WAS not what I ordered") with the one before."""
+    found: list[str] = []
+    parts = clauses(request)
+    for i, clause in enumerate(parts):
+        if request_reasons(clause):
+            led = DEPENDENT.match(clause) is not None and i > 0
+            found.append(f"{parts[i - 1]} {clause}".lower() if led else clause.lower())
+    return found
+
+
+def _serves(call: Mapping[str, Any], reasons: Sequence[str]) -> bool:
+    """True when an argument of ``call`` holds a value one of the ``reasons`` clauses says."""
+    values = [as_said(v) for v in call_values([call])]
+    return any(says(clause, v) for clause in reasons for v in values if v)
 
 
 def _free_options(tool: ToolSpec) -> set[str]:

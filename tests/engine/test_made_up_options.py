@@ -211,3 +211,28 @@ def test_a_free_string_reason_nobody_gave_is_made_up() -> None:
         json.dumps({"tool_calls": [call]}), asked("refund my purchase 5578"), [refund]
     )
     assert found is not None and found[1] == ["refund.why"]
+
+
+def test_a_reason_keeps_the_enums_of_its_own_call_only() -> None:
+    def spec(name: str, option: str, members: list[str]) -> ToolSpec:
+        return ToolSpec(
+            name,
+            "",
+            {
+                "type": "object",
+                "properties": {"id": {"type": "string"}, option: {"enum": members}},
+                "required": ["id"],
+            },
+        )
+
+    ticket = spec("new_ticket", "level", ["low", "urgent"])
+    refund = spec("refund", "note", ["damaged", "other"])
+    calls = [
+        {"name": "new_ticket", "arguments": {"id": "Login fails", "level": "urgent"}},
+        {"name": "refund", "arguments": {"id": "12130", "note": "other"}},
+    ]
+    request = asked(
+        'ticket please: "Login fails" plus refund 12130? since it was ordered by mistake'
+    )
+    found = without_made_up_options(json.dumps({"tool_calls": calls}), request, [ticket, refund])
+    assert found is not None and found[1] == ["new_ticket.level"]
