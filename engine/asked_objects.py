@@ -39,6 +39,7 @@ import re
 from collections.abc import Iterable, Mapping, Set
 from typing import Any
 
+from .reason_values import REASON_MARKER
 from .tool_relevance import (
     QUOTED,
     DescribedTool,
@@ -69,8 +70,6 @@ SERVED_BY: dict[str, frozenset[str]] = {
 #: The fewest letters of an id's head that name a kind ("INV-", "ord_").
 MIN_ID_HEAD = 3
 _ID_HEAD = re.compile(r"^#?([A-Za-z]+)[-_#]?\d[\d-]*[?.,;:!]*$")
-#: The start of a reason: what follows says why, not what the request is about.
-_REASON = re.compile(r"\b(?:since|because|due to|reason)\b", re.IGNORECASE)
 
 
 def tool_objects(tool: DescribedTool) -> set[str]:
@@ -90,7 +89,7 @@ def tool_objects(tool: DescribedTool) -> set[str]:
 def asked_objects(clause: str) -> set[str]:
     """The kinds of thing ``clause`` names: by a noun outside quotes and before any
     reason, or by an id's head."""
-    said = _REASON.split(QUOTED.sub(" ", clause), maxsplit=1)[0]
+    said = REASON_MARKER.split(QUOTED.sub(" ", clause), maxsplit=1)[0]
     found = _kinds(request_words(said), strict=True)
     for token in said.split():
         head = _ID_HEAD.match(token) if is_value_like(token) else None

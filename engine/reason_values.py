@@ -38,7 +38,9 @@ from .tool_relevance import STOP_WORDS, identifier_words, names_member
 #: The words that name a parameter for a reason.
 REASON_WORDS = frozenset({"reason", "reasons", "why", "cause"})
 
-_MARKER = re.compile(
+#: Where a reason starts: *because*, *since*, *due to* or *reason:*, and an ``it``/``it
+#: was`` that only opens its clause.
+REASON_MARKER = re.compile(
     r"\b(?:because|since|due to|reason:)\s+"
     r"(?:(?:it|this|that)\s+(?:was|is|has)\s+|(?:it|this|that)['\u2019]s\s+|(?:it|this|that)\s+)?",
     re.IGNORECASE,
@@ -117,7 +119,7 @@ def _reason_slot(
 def request_reasons(request: str) -> list[str]:
     """The reasons ``request`` gives, in order (see the module docstring)."""
     found: list[tuple[int, str]] = []
-    for m in _MARKER.finditer(request):
+    for m in REASON_MARKER.finditer(request):
         rest = request[m.end() :]
         end = _CLAUSE_END.search(rest)
         said = (rest[: end.start()] if end else rest).split()
@@ -128,7 +130,7 @@ def request_reasons(request: str) -> list[str]:
     for m in _COMPLAINT.finditer(request):
         said = m.group("reason").split()
         sentence = re.split(r"[.?!]", request[m.start() :], maxsplit=1)[0]
-        if len(said) <= MAX_COMPLAINT_WORDS and not _MARKER.search(sentence):
+        if len(said) <= MAX_COMPLAINT_WORDS and not REASON_MARKER.search(sentence):
             found.append((m.start("reason"), " ".join(said)))
     return [reason for _, reason in sorted(found)]
 
