@@ -217,7 +217,7 @@ def misfits(
         count += 1
     if serves_other_objects(tool, objects):
         count += 1
-    if members - enum_members(tool.parameters):
+    if members and members - enum_members(tool.parameters):
         count += 1
     if address and not _takes_address(tool):
         count += 1

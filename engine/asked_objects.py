@@ -80,8 +80,8 @@ def tool_objects(tool: DescribedTool) -> set[str]:
         said += identifier_words(name)
         if isinstance(schema, Mapping):
             said += request_words(str(schema.get("description") or ""))
-    found = _kinds(said)
-    if any(w in SHIPPING_WORDS for w in said):
+    found = _kinds(set(said))
+    if SHIPPING_WORDS.intersection(said):
         found.add("shipment")
     return found
 
