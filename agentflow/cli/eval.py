@@ -42,10 +42,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--seed", type=int, default=1234, help="held-out set seed")
     parser.add_argument(
         "--split",
-        choices=("heldout", "train"),
+        choices=("heldout", "train", "unseen"),
         default="heldout",
         help="heldout: unseen names and phrasings (default); train: fresh conversations "
-        "of the training distribution (is the model under-trained, or not generalizing?)",
+        "of the training distribution (is the model under-trained, or not generalizing?); "
+        "unseen: the held-out split with requests in phrasings no rule author has read",
     )
     parser.add_argument(
         "--min-prompt-tokens",

@@ -12,6 +12,8 @@ descriptions, parameter names, request templates, chatter, instructions), which
 training never sees. The training split is also perturbed (:mod:`.augment`): some
 tool-name verbs, tool names and parameter names are generic or made up, and some
 requests lose a few words, so that names cannot be memorized in place of reading.
+``split="unseen"`` is the held-out split with its requests asked in words of
+their own (:mod:`.unseen_phrasings`), which no seed of the other two draws.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import random
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..chat_template import (
     ChatMessage,
@@ -37,6 +39,7 @@ from .concepts import Concept, Param, Split, split_pool
 from .slots import Drawn
 from .structured_finals import structured_output
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
+from .unseen_phrasings import UNSEEN_REQUESTS
 
 #: Bumped whenever the same (split, seed) starts drawing different samples.
 CORPUS_VERSION = 5
@@ -91,17 +94,24 @@ class CorpusGenerator:
     """Draws :class:`Sample` s for one split from one seed (fully reproducible)."""
 
     def __init__(
-        self, split: Split = "train", seed: int = 0, augmentation: Augmentation | None = None
+        self,
+        split: Split | Literal["unseen"] = "train",
+        seed: int = 0,
+        augmentation: Augmentation | None = None,
     ) -> None:
-        """``augmentation`` defaults to :data:`augment.TRAINING` for training, none for held-out."""
-        if split not in ("train", "heldout"):
-            raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
-        self.split: Split = split
+        """``augmentation`` defaults to :data:`augment.TRAINING` for training, none for
+        the others. ``split="unseen"`` is the held-out split with every request asked
+        in the words of :mod:`.unseen_phrasings` instead."""
+        if split not in ("train", "heldout", "unseen"):
+            raise ValueError(f"split must be 'train', 'heldout' or 'unseen', got {split!r}")
+        #: Whether requests are phrased from :data:`.unseen_phrasings.UNSEEN_REQUESTS`.
+        self.unseen = split == "unseen"
+        self.split: Split = "heldout" if split == "unseen" else split
         if augmentation is None:
             augmentation = augment.TRAINING if split == "train" else augment.NONE
         self.augmentation = augmentation
         self.rng = random.Random(f"{split}:{seed}")
-        self.tools = ToolMaker(self.rng, split, augmentation)
+        self.tools = ToolMaker(self.rng, self.split, augmentation)
         self.by_domain: dict[str, list[Concept]] = {}
         for concept in ALL_CONCEPTS:
             self.by_domain.setdefault(concept.domain, []).append(concept)
@@ -153,7 +163,8 @@ class CorpusGenerator:
         typo = rng.random() < 0.08
         aug = self.augmentation
         drop = aug.drop_rate if self._chance(aug.drop_words) else 0.0
-        text = self._fill(rng.choice(self._pool(concept.requests)), drawn, casing, typo, drop)
+        requests = UNSEEN_REQUESTS[concept.key] if self.unseen else self._pool(concept.requests)
+        text = self._fill(rng.choice(requests), drawn, casing, typo, drop)
         for param in tool.params:
             if param.required or (param.role not in tool.forced and rng.random() < 0.5):
                 continue

@@ -53,6 +53,9 @@ from .corpus import CorpusGenerator, Sample
 from .eval_requests import Decoder, decode_batch
 from .long_prompts import lengthened
 
+#: The splits ``agentflow eval`` draws from: :data:`.concepts.Split` and ``unseen``.
+EvalSplit = Split | Literal["unseen"]
+
 #: Compiled constraints an evaluation keeps at once (the most recent).
 _KEPT_CONSTRAINTS = 32
 
@@ -105,10 +108,13 @@ class EvalReport:
 
 
 def eval_cases(
-    n: int, seed: int = 1234, split: Split = "heldout", *, structured: bool = False
+    n: int, seed: int = 1234, split: EvalSplit = "heldout", *, structured: bool = False
 ) -> list[Sample]:
     """``n`` evaluation samples: held-out ones by default (the default seed differs
     from training's data seed too).
+
+    ``split="unseen"`` draws held-out samples whose requests are phrased in words
+    neither other split uses (:mod:`.unseen_phrasings`): the acceptance set.
 
     ``split="train"`` draws fresh samples of the *training* distribution instead:
     the same pools the models were trained on, new conversations. Scores there
@@ -250,7 +256,7 @@ def evaluate(
     constrained: bool = True,
     config: GenerationConfig | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    split: Split = "heldout",
+    split: EvalSplit = "heldout",
     canonical: bool = False,
     copy: bool = False,
     copy_within_text: bool = False,

@@ -373,3 +373,21 @@ def test_a_message_that_opens_with_a_value_keeps_its_case() -> None:
                     assert all(v in user for v in value), (value, user)
                     opening += user.lower().startswith(value[0].lower())
     assert opening >= 3
+
+
+def test_the_unseen_split_asks_every_request_in_words_no_other_split_uses() -> None:
+    from agentflow.engine.training.unseen_phrasings import UNSEEN_REQUESTS
+
+    for concept in ALL_CONCEPTS:
+        unseen = UNSEEN_REQUESTS[concept.key]
+        assert len(unseen) >= 4 and not set(unseen) & set(concept.requests)
+        slots = {p.role for p in concept.params if p.required}
+        for template in unseen:
+            assert set(re.findall(r"\{(\w+)\}", template)) == slots, template
+    samples = list(CorpusGenerator("unseen", 3).samples(120))
+    for sample in samples:
+        _check(sample)
+    heldout = [s.prompt() for s in CorpusGenerator("heldout", 3).samples(120)]
+    assert [s.prompt() for s in samples] != heldout
+    with pytest.raises(ValueError, match="unseen"):
+        CorpusGenerator("fresh", 0)  # type: ignore[arg-type]
