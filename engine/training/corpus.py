@@ -41,6 +41,10 @@ from .structured_finals import structured_output
 from .tool_maker import ALL_CONCEPTS, POOL_WORDS, Tool, ToolMaker
 from .unseen_phrasings import UNSEEN_REQUESTS
 
+#: The splits a generator draws: :data:`.concepts.Split`'s pools, and ``unseen``
+#: (the held-out pools, requests from :mod:`.unseen_phrasings`).
+CorpusSplit = Split | Literal["unseen"]
+
 #: Bumped whenever the same (split, seed) starts drawing different samples.
 CORPUS_VERSION = 5
 _KIND_WEIGHTS = {"call": 0.47, "parallel": 0.12, "final": 0.24, "no_tool": 0.11, "chain": 0.06}
@@ -95,7 +99,7 @@ class CorpusGenerator:
 
     def __init__(
         self,
-        split: Split | Literal["unseen"] = "train",
+        split: CorpusSplit = "train",
         seed: int = 0,
         augmentation: Augmentation | None = None,
     ) -> None:

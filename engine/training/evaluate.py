@@ -48,13 +48,9 @@ from ..tool_priors import step_bonuses
 from ..tool_ranker import ToolRanker
 from ..tool_similarity import WordVectors
 from . import augment
-from .concepts import Split
-from .corpus import CorpusGenerator, Sample
+from .corpus import CorpusGenerator, CorpusSplit, Sample
 from .eval_requests import Decoder, decode_batch
 from .long_prompts import lengthened
-
-#: The splits ``agentflow eval`` draws from: :data:`.concepts.Split` and ``unseen``.
-EvalSplit = Split | Literal["unseen"]
 
 #: Compiled constraints an evaluation keeps at once (the most recent).
 _KEPT_CONSTRAINTS = 32
@@ -108,7 +104,7 @@ class EvalReport:
 
 
 def eval_cases(
-    n: int, seed: int = 1234, split: EvalSplit = "heldout", *, structured: bool = False
+    n: int, seed: int = 1234, split: CorpusSplit = "heldout", *, structured: bool = False
 ) -> list[Sample]:
     """``n`` evaluation samples: held-out ones by default (the default seed differs
     from training's data seed too).
@@ -256,7 +252,7 @@ def evaluate(
     constrained: bool = True,
     config: GenerationConfig | None = None,
     progress: Callable[[str, int, int], None] | None = None,
-    split: EvalSplit = "heldout",
+    split: CorpusSplit = "heldout",
     canonical: bool = False,
     copy: bool = False,
     copy_within_text: bool = False,
